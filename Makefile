@@ -61,11 +61,9 @@ USER_MPICC := $(if $(MPICC),$(MPICC),$(MPI_HOME)/bin/mpicc)
 build: deps
 	@mkdir -p build; set -e; for m in $(MPIS); do \
 	    cc=$(ROOT)/.deps/$$m/bin/mpicc; [ $$m != user ] || cc=$(USER_MPICC); \
-	    if [ ! -f build/$$m/CMakeCache.txt ]; then \
-	        cmake -S . -B build/$$m -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
-	              -DCMAKE_INSTALL_PREFIX=$(PREFIX) >build/$$m.configure.log 2>&1 \
-	            || { mkdir -p build; cat build/$$m.configure.log; exit 1; }; \
-	    fi; \
+	    cmake -S . -B build/$$m -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
+	          -DCMAKE_INSTALL_PREFIX=$(PREFIX) >build/$$m.configure.log 2>&1 \
+	        || { cat build/$$m.configure.log; echo "multilane: configuring build/$$m failed" >&2; exit 1; }; \
 	    cmake --build build/$$m -j $(JOBS) >build/$$m.build.log 2>&1 \
 	        || { cat build/$$m.build.log; echo "multilane: build for $$m failed (log: build/$$m.build.log)" >&2; exit 1; }; \
 	    echo "multilane: built build/$$m"; \

@@ -1,0 +1,744 @@
+/*
+ * harness.c - the benchmark harness: options, sweep, timing, validation, table and JSON.
+ * Written once for every program in bench/ (STYLE.md 13-16); see harness.h for the loop
+ * and docs/METRICS.md for the definitions.
+ */
+#include "harness_int.h"
+#include "mln_core.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- accessors for the hooks ------------------------------------------------------------ */
+
+void *mln_bench_state(const mln_bench_t *b)
+{
+    return b->state;
+}
+
+MPI_Comm mln_bench_comm(const mln_bench_t *b)
+{
+    return b->comm;
+}
+
+int mln_bench_rank(const mln_bench_t *b)
+{
+    return b->rank;
+}
+
+int mln_bench_nranks(const mln_bench_t *b)
+{
+    return b->nranks;
+}
+
+uint64_t mln_bench_max_bytes(const mln_bench_t *b)
+{
+    return b->sizes.count ? b->sizes.sizes[b->sizes.count - 1] : 0;
+}
+
+mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (b->errmsg[0] == '\0') {
+        va_start(ap, fmt);
+        vsnprintf(b->errmsg, sizeof(b->errmsg), fmt, ap);
+        va_end(ap);
+    }
+    return MLN_ERR_ARG;
+}
+
+/* ---- key/value lists -------------------------------------------------------------------- */
+
+/* Sets `key` (replacing an earlier value: the last --meta KEY=... wins). */
+static mln_status_t kv_set(bench_kv_list_t *l, const char *key, size_t keylen, const char *value,
+                           int numeric)
+{
+    bench_kv_t *grown, *kv = NULL;
+    char *k, *v;
+
+    for (size_t i = 0; i < l->n; i++)
+        if (strlen(l->v[i].key) == keylen && strncmp(l->v[i].key, key, keylen) == 0)
+            kv = &l->v[i];
+    k = strndup(key, keylen);
+    v = strdup(value);
+    if (k == NULL || v == NULL)
+        goto err_free;
+    if (kv == NULL) {
+        grown = realloc(l->v, (l->n + 1) * sizeof(*grown));
+        if (grown == NULL)
+            goto err_free;
+        l->v = grown;
+        kv = &l->v[l->n++];
+    } else {
+        free(kv->key);
+        free(kv->value);
+    }
+    *kv = (bench_kv_t){.key = k, .value = v, .numeric = numeric};
+    return MLN_OK;
+
+err_free:
+    free(k);
+    free(v);
+    return MLN_ERR_NOMEM;
+}
+
+static void kv_free(bench_kv_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].key);
+        free(l->v[i].value);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+mln_status_t mln_bench_param_int(mln_bench_t *b, const char *key, int64_t value)
+{
+    char text[32];
+
+    snprintf(text, sizeof(text), "%lld", (long long)value);
+    return kv_set(&b->params, key, strlen(key), text, 1);
+}
+
+mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *value)
+{
+    return kv_set(&b->params, key, strlen(key), value, 0);
+}
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+enum bench_opt_id {
+    OPT_SIZES,
+    OPT_REPS,
+    OPT_WARMUP,
+    OPT_MIN_ITERS,
+    OPT_MAX_ITERS,
+    OPT_ITER_BUDGET,
+    OPT_TESTS,
+    OPT_JSON,
+    OPT_META,
+    OPT_QUIET,
+    OPT_INJECT,
+    OPT_HELP,
+    OPT_VERSION
+};
+
+typedef struct bench_common_opt {
+    const char *name;
+    enum bench_opt_id id;
+    const char *metavar; /* NULL: a flag */
+    const char *help;
+} bench_common_opt_t;
+
+static const bench_common_opt_t common_opts[] = {
+    {"sizes", OPT_SIZES, "SPEC",
+     "message sizes: LO:HI = LO, 2*LO, ... HI (0:HI starts 0, 1, 2, ...), a list "
+     "0,1,1000,64K, or both; K/M/G = 2^10/2^20/2^30 (default 1:4M)"},
+    {"reps", OPT_REPS, "N",
+     "repetitions per size and test; median, min, max are over them "
+     "(default 10)"},
+    {"warmup", OPT_WARMUP, "N",
+     "warm-up iterations before each repetition (default "
+     "max(1, iters/10))"},
+    {"min-iters", OPT_MIN_ITERS, "N", "fewest timed iterations per repetition (default 5)"},
+    {"max-iters", OPT_MAX_ITERS, "N", "most timed iterations per repetition (default 1000)"},
+    {"iter-budget", OPT_ITER_BUDGET, "SIZE",
+     "timed iterations = SIZE / message size, within those bounds (default 1M)"},
+    {"tests", OPT_TESTS, "LIST", "comma list of the tests to run (default all)"},
+    {"json", OPT_JSON, "FILE", "also write the result as JSON (multilane-result, data_version 1)"},
+    {"meta", OPT_META, "KEY=VALUE", "copy KEY=VALUE into the provenance (repeatable)"},
+    {"quiet", OPT_QUIET, NULL, "print only the verdict footer (no provenance, no table)"},
+    {"inject-error", OPT_INJECT, "SIZE",
+     "for testing: flip one received byte at SIZE in every repetition (the run must FAIL)"},
+    {"version", OPT_VERSION, NULL, "print the Multilane version and exit"},
+    {"help", OPT_HELP, NULL, "print this help and exit"},
+};
+
+#define NCOMMON (sizeof(common_opts) / sizeof(common_opts[0]))
+
+/* Prints `text` wrapped at 100 columns, continuation lines indented by 25. */
+static void usage_text(FILE *fp, const char *text)
+{
+    int col = 25;
+
+    while (*text) {
+        const char *sp = strchr(text, ' ');
+        int len = sp ? (int)(sp - text) : (int)strlen(text);
+        if (col > 25 && col + 1 + len > 100) {
+            fprintf(fp, "\n%25s", "");
+            col = 25;
+        } else if (col > 25) {
+            fputc(' ', fp);
+            col++;
+        }
+        fprintf(fp, "%.*s", len, text);
+        col += len;
+        text += len;
+        while (*text == ' ')
+            text++;
+    }
+    fputc('\n', fp);
+}
+
+static void bench_usage(const mln_bench_t *b, FILE *fp)
+{
+    const mln_bench_desc_t *d = b->desc;
+    char flag[64], text[512];
+
+    fprintf(fp, "usage: mln-%s [options]\n%s\n\noptions:\n", d->name, d->description);
+    for (size_t i = 0; i < NCOMMON; i++) {
+        snprintf(flag, sizeof(flag), "--%s%s%s", common_opts[i].name,
+                 common_opts[i].metavar ? " " : "",
+                 common_opts[i].metavar ? common_opts[i].metavar : "");
+        fprintf(fp, "  %-22s ", flag);
+        usage_text(fp, common_opts[i].help);
+    }
+    fprintf(fp, "\n%s options:\n", d->name);
+    for (size_t i = 0; i < d->noptions; i++) {
+        snprintf(flag, sizeof(flag), "--%s %s", d->options[i].name,
+                 d->options[i].type == MLN_BENCH_OPT_SIZE ? "SIZE" : "N");
+        snprintf(text, sizeof(text), "%s (default %s)", d->options[i].help,
+                 d->options[i].default_value);
+        fprintf(fp, "  %-22s ", flag);
+        usage_text(fp, text);
+    }
+    fprintf(fp, "\ntests:\n");
+    for (size_t i = 0; i < d->ntests; i++) {
+        snprintf(text, sizeof(text), "%s [%s]: %s", d->tests[i].metric.name,
+                 d->tests[i].metric.unit, d->tests[i].metric.description);
+        fprintf(fp, "  %-22s ", d->tests[i].name);
+        usage_text(fp, text);
+    }
+    fprintf(fp, "\nexit status: 0 pass, 1 wrong data, 2 usage or start-up error, 3 failure "
+                "while running.\nMetrics, statistics and the JSON layout: docs/METRICS.md\n");
+}
+
+/* Parses an integer option value within [lo, hi]. */
+static mln_status_t opt_int(mln_bench_t *b, const char *opt, const char *text, int64_t lo,
+                            int64_t hi, int64_t *out)
+{
+    int64_t v;
+
+    if (mln_parse_int(text, &v) != MLN_OK || v < lo || v > hi)
+        return mln_bench_fail(b, "--%s: invalid value '%s' (expected an integer from %lld to %lld)",
+                              opt, text, (long long)lo, (long long)hi);
+    *out = v;
+    return MLN_OK;
+}
+
+static mln_status_t opt_size(mln_bench_t *b, const char *opt, const char *text, uint64_t lo,
+                             uint64_t hi, uint64_t *out)
+{
+    uint64_t v;
+
+    if (mln_parse_size(text, &v) != MLN_OK || v < lo || v > hi)
+        return mln_bench_fail(b,
+                              "--%s: invalid size '%s' (expected e.g. 4096, 64K or 1M, from "
+                              "%llu to %llu bytes)",
+                              opt, text, (unsigned long long)lo, (unsigned long long)hi);
+    *out = v;
+    return MLN_OK;
+}
+
+static mln_status_t opt_tests(mln_bench_t *b, const char *text)
+{
+    const mln_bench_desc_t *d = b->desc;
+    const char *p = text, *end;
+    char choices[256] = "";
+    size_t len, j;
+
+    memset(b->selected, 0, d->ntests);
+    for (;;) {
+        end = strchr(p, ',');
+        len = end ? (size_t)(end - p) : strlen(p);
+        for (j = 0; j < d->ntests; j++)
+            if (strlen(d->tests[j].name) == len && strncmp(d->tests[j].name, p, len) == 0)
+                break;
+        if (j == d->ntests) {
+            for (size_t k = 0; k < d->ntests; k++)
+                snprintf(choices + strlen(choices), sizeof(choices) - strlen(choices), "%s%s",
+                         k ? ", " : "", d->tests[k].name);
+            return mln_bench_fail(b, "--tests: unknown test '%.*s' in '%s' (choose from %s)",
+                                  (int)len, p, text, choices);
+        }
+        b->selected[j] = 1;
+        if (end == NULL)
+            return MLN_OK;
+        p = end + 1;
+    }
+}
+
+static mln_status_t opt_common(mln_bench_t *b, enum bench_opt_id id, const char *val)
+{
+    char err[256];
+    const char *eq;
+
+    switch (id) {
+    case OPT_SIZES:
+        mln_size_list_free(&b->sizes);
+        if (mln_size_list_parse(val, &b->sizes, err, sizeof(err)) != MLN_OK)
+            return mln_bench_fail(b, "--sizes: %s", err);
+        b->sizes_spec = val;
+        return MLN_OK;
+    case OPT_REPS:
+        return opt_int(b, "reps", val, 1, 1000000, &b->reps);
+    case OPT_WARMUP:
+        return opt_int(b, "warmup", val, 0, 1000000000, &b->rule.warmup);
+    case OPT_MIN_ITERS:
+        return opt_int(b, "min-iters", val, 1, 1000000000, &b->rule.min_iters);
+    case OPT_MAX_ITERS:
+        return opt_int(b, "max-iters", val, 1, 1000000000, &b->rule.max_iters);
+    case OPT_ITER_BUDGET:
+        return opt_size(b, "iter-budget", val, 1, UINT64_C(1) << 50, &b->rule.budget_bytes);
+    case OPT_TESTS:
+        return opt_tests(b, val);
+    case OPT_JSON:
+        if (val[0] == '\0')
+            return mln_bench_fail(b, "--json: empty file name");
+        b->json_path = val;
+        return MLN_OK;
+    case OPT_META:
+        eq = strchr(val, '=');
+        if (eq == NULL || eq == val)
+            return mln_bench_fail(b, "--meta: invalid pair '%s' (expected KEY=VALUE)", val);
+        if (kv_set(&b->meta, val, (size_t)(eq - val), eq + 1, 0) != MLN_OK)
+            return mln_bench_fail(b, "out of memory");
+        return MLN_OK;
+    case OPT_INJECT:
+        b->inject = 1;
+        return opt_size(b, "inject-error", val, 1, MLN_BENCH_MAX_BYTES, &b->inject_bytes);
+    case OPT_QUIET:
+        b->quiet = 1;
+        return MLN_OK;
+    case OPT_HELP:
+        b->help = 1;
+        return MLN_OK;
+    case OPT_VERSION:
+        b->version = 1;
+        return MLN_OK;
+    }
+    return MLN_ERR_INTERNAL;
+}
+
+static mln_status_t opt_bench(mln_bench_t *b, const mln_bench_option_t *o, const char *val)
+{
+    char *field = (char *)b->state + o->offset;
+    int64_t iv = 0;
+    uint64_t uv = 0;
+    mln_status_t st;
+
+    if (o->type == MLN_BENCH_OPT_INT) {
+        st = opt_int(b, o->name, val, o->min, o->max, &iv);
+        if (st == MLN_OK)
+            memcpy(field, &iv, sizeof(iv));
+    } else {
+        st = opt_size(b, o->name, val, (uint64_t)o->min, (uint64_t)o->max, &uv);
+        if (st == MLN_OK)
+            memcpy(field, &uv, sizeof(uv));
+    }
+    return st;
+}
+
+/* Parses argv identically on every rank; the first error goes to b->errmsg. */
+static mln_status_t bench_parse(mln_bench_t *b, int argc, char **argv)
+{
+    const mln_bench_desc_t *d = b->desc;
+    mln_status_t st = MLN_OK;
+
+    mln_iter_rule_default(&b->rule);
+    b->reps = 10;
+    memset(b->selected, 1, d->ntests);
+    MLN_CHECK(opt_common(b, OPT_SIZES, "1:4M"), st, out);
+    for (size_t i = 0; i < d->noptions; i++)
+        MLN_CHECK(opt_bench(b, &d->options[i], d->options[i].default_value), st, out);
+
+    for (int i = 1; i < argc && st == MLN_OK; i++) {
+        const char *arg = argv[i], *name, *val = NULL, *eq;
+        size_t len;
+        const bench_common_opt_t *c = NULL;
+        const mln_bench_option_t *o = NULL;
+
+        if (strcmp(arg, "-h") == 0)
+            arg = "--help";
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+            return mln_bench_fail(b, "unexpected argument '%s' (see --help)", arg);
+        name = arg + 2;
+        eq = strchr(name, '=');
+        len = eq ? (size_t)(eq - name) : strlen(name);
+        for (size_t k = 0; k < NCOMMON && c == NULL; k++)
+            if (strlen(common_opts[k].name) == len && strncmp(common_opts[k].name, name, len) == 0)
+                c = &common_opts[k];
+        for (size_t k = 0; k < d->noptions && c == NULL && o == NULL; k++)
+            if (strlen(d->options[k].name) == len && strncmp(d->options[k].name, name, len) == 0)
+                o = &d->options[k];
+        if (c == NULL && o == NULL)
+            return mln_bench_fail(b, "unknown option '--%.*s' (see --help)", (int)len, name);
+        if (c != NULL && c->metavar == NULL) {
+            if (eq != NULL)
+                return mln_bench_fail(b, "--%s takes no value", c->name);
+        } else if (eq != NULL) {
+            val = eq + 1;
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+            val = argv[++i];
+        } else {
+            return mln_bench_fail(b, "--%.*s: missing value", (int)len, name);
+        }
+        st = c ? opt_common(b, c->id, val) : opt_bench(b, o, val);
+    }
+    if (st != MLN_OK || b->help || b->version)
+        goto out;
+    if (b->rule.min_iters > b->rule.max_iters)
+        return mln_bench_fail(b, "--min-iters %lld is above --max-iters %lld",
+                              (long long)b->rule.min_iters, (long long)b->rule.max_iters);
+    if (b->inject) {
+        size_t k = 0;
+        while (k < b->sizes.count && b->sizes.sizes[k] != b->inject_bytes)
+            k++;
+        if (k == b->sizes.count)
+            return mln_bench_fail(b, "--inject-error: %llu bytes is not one of the --sizes",
+                                  (unsigned long long)b->inject_bytes);
+    }
+out:
+    return st;
+}
+
+/* The common parameters and the benchmark's options, in --help order, into "params". */
+static mln_status_t bench_params_common(mln_bench_t *b)
+{
+    const mln_bench_desc_t *d = b->desc;
+    mln_status_t st = MLN_OK;
+    char tests[256] = "", key[64];
+    int64_t iv;
+    uint64_t uv;
+
+    for (size_t j = 0; j < d->ntests; j++)
+        if (b->selected[j])
+            snprintf(tests + strlen(tests), sizeof(tests) - strlen(tests), "%s%s",
+                     tests[0] ? "," : "", d->tests[j].name);
+    MLN_CHECK(mln_bench_param_str(b, "sizes", b->sizes_spec), st, out);
+    MLN_CHECK(mln_bench_param_int(b, "reps", b->reps), st, out);
+    if (b->rule.warmup < 0)
+        MLN_CHECK(mln_bench_param_str(b, "warmup", "auto"), st, out);
+    else
+        MLN_CHECK(mln_bench_param_int(b, "warmup", b->rule.warmup), st, out);
+    MLN_CHECK(mln_bench_param_int(b, "min_iters", b->rule.min_iters), st, out);
+    MLN_CHECK(mln_bench_param_int(b, "max_iters", b->rule.max_iters), st, out);
+    MLN_CHECK(mln_bench_param_int(b, "iter_budget", (int64_t)b->rule.budget_bytes), st, out);
+    MLN_CHECK(mln_bench_param_str(b, "tests", tests), st, out);
+    for (size_t i = 0; i < d->noptions; i++) {
+        const char *field = (const char *)b->state + d->options[i].offset;
+        if (d->options[i].type == MLN_BENCH_OPT_INT) {
+            memcpy(&iv, field, sizeof(iv));
+        } else {
+            memcpy(&uv, field, sizeof(uv));
+            iv = (int64_t)uv;
+        }
+        snprintf(key, sizeof(key), "%s", d->options[i].name);
+        for (char *c = key; *c; c++) /* --window-cap -> "window_cap", like "min_iters" */
+            *c = *c == '-' ? '_' : *c;
+        MLN_CHECK(mln_bench_param_int(b, key, iv), st, out);
+    }
+    if (b->inject)
+        MLN_CHECK(mln_bench_param_int(b, "inject_error", (int64_t)b->inject_bytes), st, out);
+out:
+    return st;
+}
+
+/* ---- collective agreement --------------------------------------------------------------- */
+
+/*
+ * Every rank says whether it failed; returns the lowest failing rank (-1: none), which then
+ * prints its message, so a usage or setup error gives one line and never a hang.
+ */
+static int bench_agree(const mln_bench_t *b, int failed)
+{
+    int mine = failed ? b->rank : INT_MAX, lowest = INT_MAX;
+
+    if (MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, b->comm) != MPI_SUCCESS)
+        return failed ? b->rank : 0;
+    return lowest == INT_MAX ? -1 : lowest;
+}
+
+/* Agrees on a failure; the lowest failing rank prints its one line.  Returns 1 on failure. */
+static int bench_failed(const mln_bench_t *b, mln_status_t st)
+{
+    int lowest = bench_agree(b, st != MLN_OK);
+
+    if (lowest >= 0 && lowest == b->rank)
+        fprintf(stderr, "mln-%s: error: %s\n", b->desc->name,
+                b->errmsg[0] ? b->errmsg : mln_status_str(st));
+    return lowest >= 0;
+}
+
+/* A failure while running: other ranks may wait in a collective, so abort them all. */
+static void bench_abort(const mln_bench_t *b, mln_status_t st)
+{
+    fprintf(stderr, "mln-%s: error: rank %d: %s%s%s; aborting the run\n", b->desc->name, b->rank,
+            mln_status_str(st), b->errmsg[0] ? ": " : "", b->errmsg);
+    MPI_Abort(b->comm, MLN_BENCH_EXIT_RUNTIME);
+}
+
+/* ---- buffers and results ---------------------------------------------------------------- */
+
+static char *bench_buffer(size_t len)
+{
+    void *p = NULL;
+
+    if (posix_memalign(&p, 4096, len ? len : 1) != 0)
+        return NULL;
+    memset(p, 0, len); /* fault the pages in before anything is timed */
+    return p;
+}
+
+static mln_status_t bench_alloc(mln_bench_t *b)
+{
+    const mln_bench_desc_t *d = b->desc;
+    size_t nrows = b->sizes.count, send_len = 0, recv_len = 0, len;
+    mln_bench_plan_t plan;
+
+    for (size_t i = 0; i < nrows; i++) {
+        for (size_t j = 0; j < d->ntests; j++) {
+            if (!b->selected[j])
+                continue;
+            memset(&plan, 0, sizeof(plan));
+            d->tests[j].plan(b, b->sizes.sizes[i], &plan);
+            len = (size_t)plan.send_slots * b->sizes.sizes[i];
+            send_len = len > send_len ? len : send_len;
+            len = (size_t)plan.recv_slots * b->sizes.sizes[i];
+            recv_len = len > recv_len ? len : recv_len;
+        }
+    }
+    b->send = bench_buffer(send_len);
+    b->recv = bench_buffer(recv_len);
+    b->values = calloc((size_t)b->reps, sizeof(*b->values));
+    b->row_iters = calloc(nrows, sizeof(*b->row_iters));
+    b->row_columns = calloc(nrows * d->ncolumns + 1, sizeof(*b->row_columns));
+    b->stats = calloc(nrows * d->ntests, sizeof(*b->stats));
+    b->errors = calloc(nrows * d->ntests, sizeof(*b->errors));
+    if (!b->send || !b->recv || !b->values || !b->row_iters || !b->row_columns || !b->stats ||
+        !b->errors)
+        return mln_bench_fail(b, "rank %d: cannot allocate buffers of %zu + %zu bytes", b->rank,
+                              send_len, recv_len);
+    return MLN_OK;
+}
+
+static void bench_free(mln_bench_t *b)
+{
+    free(b->send);
+    free(b->recv);
+    free(b->values);
+    free(b->row_iters);
+    free(b->row_columns);
+    free(b->stats);
+    free(b->errors);
+    free(b->host_names);
+    free(b->command);
+    free(b->selected);
+    free(b->state);
+    kv_free(&b->params);
+    kv_free(&b->meta);
+    mln_size_list_free(&b->sizes);
+}
+
+/* ---- the sweep -------------------------------------------------------------------------- */
+
+/* Rows i, test j: b->reps repetitions of warm-up, timed loop and validation (see harness.h). */
+static mln_status_t bench_run_test(mln_bench_t *b, size_t i, size_t j)
+{
+    const mln_bench_test_t *test = &b->desc->tests[j];
+    uint64_t bytes = b->sizes.sizes[i], wrong, wrong_all, total = 0;
+    int64_t iters = b->row_iters[i], warm = mln_iter_warmup(&b->rule, iters);
+    mln_bench_plan_t plan = {0};
+    mln_bench_op_t op = {.bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv};
+    int injector = -1, mine;
+    double t0, t, tmax, v;
+    mln_status_t st = MLN_OK;
+
+    test->plan(b, bytes, &plan);
+    if (b->inject && bytes == b->inject_bytes) { /* the lowest receiving rank corrupts */
+        mine = plan.recv_slots > 0 && bytes > 0 ? b->rank : INT_MAX;
+        MLN_MPI_CHECK(MPI_Allreduce(&mine, &injector, 1, MPI_INT, MPI_MIN, b->comm), st, out);
+    }
+    for (int rep = 0; rep < (int)b->reps; rep++) {
+        for (int k = 0; k < plan.send_slots; k++)
+            mln_pattern_fill(b->send + k * bytes, bytes, mln_pattern_seed(b->rank, rep, bytes, k));
+        for (int64_t w = 0; w < warm; w++)
+            MLN_CHECK(test->iter(b, &op), st, out);
+        memset(b->recv, 0, (size_t)plan.recv_slots * bytes);
+        MLN_MPI_CHECK(MPI_Barrier(b->comm), st, out);
+        t0 = MPI_Wtime();
+        for (int64_t k = 0; k < iters; k++)
+            MLN_CHECK(test->iter(b, &op), st, out);
+        t = (MPI_Wtime() - t0) / (double)iters;
+        if (injector == b->rank)
+            b->recv[bytes / 2] ^= 0x01;
+        wrong = 0;
+        for (int k = 0; k < plan.recv_slots; k++)
+            wrong += mln_pattern_check(b->recv + k * bytes, bytes,
+                                       mln_pattern_seed(plan.recv_from, rep, bytes, k));
+        MLN_MPI_CHECK(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
+        MLN_MPI_CHECK(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st,
+                      out);
+        v = test->value(b, bytes, tmax);
+        b->values[rep] = isfinite(v) && v > 0 ? v : 0.0;
+        total += wrong_all;
+    }
+    MLN_CHECK(mln_stats_compute(b->values, (size_t)b->reps, &b->stats[i * b->desc->ntests + j]), st,
+              out);
+    b->errors[i * b->desc->ntests + j] = total;
+out:
+    return st;
+}
+
+static mln_status_t bench_sweep(mln_bench_t *b)
+{
+    const mln_bench_desc_t *d = b->desc;
+    mln_status_t st = MLN_OK;
+    uint64_t bytes, wrong;
+
+    for (size_t i = 0; i < b->sizes.count; i++) {
+        bytes = b->sizes.sizes[i];
+        b->row_iters[i] = mln_iter_count(&b->rule, bytes);
+        for (size_t c = 0; c < d->ncolumns; c++)
+            b->row_columns[i * d->ncolumns + c] = d->columns[c].value(b, bytes);
+        for (size_t j = 0; j < d->ntests; j++) {
+            if (!b->selected[j])
+                continue;
+            MLN_CHECK(bench_run_test(b, i, j), st, out);
+            wrong = b->errors[i * d->ntests + j];
+            b->total_errors += wrong;
+            if (wrong > 0 && b->rank == 0)
+                fprintf(stderr,
+                        "mln-%s: error: %llu wrong bytes received at %llu bytes in test %s "
+                        "(sum over %lld repetitions and all ranks)\n",
+                        d->name, (unsigned long long)wrong, (unsigned long long)bytes,
+                        d->tests[j].name, (long long)b->reps);
+        }
+        if (b->rank == 0 && !b->quiet)
+            mln_bench_report_row(b, i);
+    }
+out:
+    return st;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+/* MPI and the library; the first failing rank prints one line.  Returns 1 when ready. */
+static int bench_start(mln_bench_t *b, int *argc, char ***argv, int *inited)
+{
+    mln_config_t cfg;
+    char err[512] = "";
+    mln_status_t st;
+
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        fprintf(stderr, "mln-%s: error: MPI_Init failed\n", b->desc->name);
+        return 0;
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &b->comm) != MPI_SUCCESS ||
+        MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+        MPI_Comm_rank(b->comm, &b->rank) != MPI_SUCCESS ||
+        MPI_Comm_size(b->comm, &b->nranks) != MPI_SUCCESS) {
+        fprintf(stderr, "mln-%s: error: cannot set up the MPI communicator\n", b->desc->name);
+        MPI_Abort(MPI_COMM_WORLD, MLN_BENCH_EXIT_USAGE);
+    }
+    /* Checking the configuration first gives the exact message (the variable, the value). */
+    st = mln_config_load(NULL, NULL, &cfg, err, sizeof(err));
+    if (st != MLN_OK) {
+        snprintf(b->errmsg, sizeof(b->errmsg), "%s", err);
+    } else {
+        st = mln_init();
+        *inited = st == MLN_OK;
+        if (st != MLN_OK)
+            snprintf(b->errmsg, sizeof(b->errmsg), "mln_init failed: %s", mln_status_str(st));
+    }
+    return !bench_failed(b, st);
+}
+
+/* Options, ranks, the benchmark's setup, the JSON path, buffers.  Returns 1 when ready. */
+static int bench_prepare(mln_bench_t *b, int argc, char **argv, int *setup_done)
+{
+    const mln_bench_desc_t *d = b->desc;
+    mln_status_t st = MLN_ERR_NOMEM;
+
+    b->state = calloc(1, d->state_size ? d->state_size : 1);
+    b->selected = calloc(d->ntests ? d->ntests : 1, 1);
+    b->command = mln_command_line(argc, argv);
+    if (b->state == NULL || b->selected == NULL || b->command == NULL)
+        mln_bench_fail(b, "out of memory");
+    else
+        st = bench_parse(b, argc, argv);
+    if (bench_failed(b, st) || b->help || b->version)
+        return 0;
+    st = MLN_OK;
+    if (b->nranks < d->min_ranks)
+        st = mln_bench_fail(b, "needs at least %d MPI ranks, got %d (e.g. mpiexec -n %d mln-%s)",
+                            d->min_ranks, b->nranks, d->min_ranks, d->name);
+    if (st == MLN_OK)
+        st = bench_params_common(b);
+    if (st == MLN_OK && d->setup != NULL) {
+        *setup_done = 1;
+        st = d->setup(b);
+    }
+    if (st == MLN_OK && b->rank == 0 && b->json_path != NULL)
+        st = mln_bench_report_probe(b, b->json_path);
+    if (st == MLN_OK)
+        st = bench_alloc(b);
+    return !bench_failed(b, st);
+}
+
+int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv)
+{
+    mln_bench_t bench = {.desc = desc, .comm = MPI_COMM_NULL};
+    mln_bench_t *b = &bench;
+    int rc = MLN_BENCH_EXIT_USAGE, inited = 0, setup_done = 0, mpi_up = 0;
+    mln_status_t st;
+
+    if (!bench_start(b, &argc, &argv, &inited))
+        goto out;
+    if (!bench_prepare(b, argc, argv, &setup_done)) {
+        if (b->help || b->version)
+            rc = MLN_BENCH_EXIT_PASS;
+        if (b->help && b->rank == 0)
+            bench_usage(b, stdout);
+        if (b->version && !b->help && b->rank == 0)
+            printf("mln-%s (multilane %s)\n", desc->name, mln_version_string());
+        goto out;
+    }
+    st = mln_bench_report_collect(b);
+    if (st != MLN_OK)
+        bench_abort(b, st);
+    if (b->rank == 0 && !b->quiet) {
+        mln_bench_report_provenance(b);
+        mln_bench_report_header(b);
+    }
+    b->t_start = MPI_Wtime();
+    st = bench_sweep(b);
+    if (st != MLN_OK)
+        bench_abort(b, st);
+    if (b->rank == 0) {
+        mln_bench_report_footer(b);
+        rc = b->total_errors ? MLN_BENCH_EXIT_FAIL : MLN_BENCH_EXIT_PASS;
+        if (b->json_path != NULL && mln_bench_report_json(b, b->json_path) != MLN_OK) {
+            fprintf(stderr, "mln-%s: error: %s\n", desc->name, b->errmsg);
+            rc = MLN_BENCH_EXIT_RUNTIME;
+        }
+    }
+    if (MPI_Bcast(&rc, 1, MPI_INT, 0, b->comm) != MPI_SUCCESS)
+        rc = MLN_BENCH_EXIT_RUNTIME;
+out:
+    if (setup_done && desc->teardown != NULL)
+        desc->teardown(b);
+    bench_free(b);
+    if (inited)
+        mln_finalize();
+    if (b->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&b->comm);
+    if (MPI_Initialized(&mpi_up) == MPI_SUCCESS && mpi_up)
+        MPI_Finalize();
+    return rc;
+}

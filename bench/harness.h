@@ -1,0 +1,133 @@
+/*
+ * harness.h - the shared benchmark harness (STYLE.md 13-16).
+ *
+ * A benchmark is a thin main() that passes a descriptor to mln_bench_main().  The descriptor
+ * lists the tests (an ops struct each: plan, one iteration, metric conversion) and the
+ * benchmark's own options; the harness owns everything else: option parsing, the size sweep,
+ * iteration scaling, warm-up, timing (max over ranks), repetitions and their statistics,
+ * buffers, data validation, the provenance block, the table and the JSON result.
+ *
+ * Per size, test and repetition the harness does, on every rank:
+ *   fill send slots with the pattern (seed: rank, rep, size, slot)
+ *   warm-up iterations; clear the receive slots; MPI_Barrier
+ *   t0 = MPI_Wtime(); `iters` timed iterations; t = (MPI_Wtime() - t0) / iters
+ *   check every receive slot against the sender's pattern (wrong bytes)
+ *   MPI_Allreduce(MAX) of t, MPI_Allreduce(SUM) of wrong bytes; metric = test->value(t)
+ * and reports the median, min and max of the metric over the repetitions.  docs/METRICS.md
+ * defines every rule.
+ *
+ * Exit codes of mln_bench_main: 0 pass, 1 wrong data, 2 usage or start-up error (one line on
+ * stderr from rank 0), 3 failure during the run (MPI error, out of memory, result not written).
+ */
+#ifndef MLN_HARNESS_H
+#define MLN_HARNESS_H
+
+#include "harness_util.h"
+
+#include <mpi.h>
+
+enum {
+    MLN_BENCH_EXIT_PASS = 0,
+    MLN_BENCH_EXIT_FAIL = 1,
+    MLN_BENCH_EXIT_USAGE = 2,
+    MLN_BENCH_EXIT_RUNTIME = 3
+};
+
+/* The running benchmark: options, communicator, buffers, results.  Opaque to benchmarks. */
+typedef struct mln_bench mln_bench_t;
+
+/* A metric as published in the JSON "metrics" list and as a table column group. */
+typedef struct mln_bench_metric {
+    const char *name;        /* "latency_us": [A-Za-z][A-Za-z0-9_]* */
+    const char *unit;        /* "us", "MB/s" */
+    const char *statistic;   /* "median": of the repetitions (min and max come along) */
+    const char *description; /* one sentence: what exactly is measured */
+    int higher_is_better;
+} mln_bench_metric_t;
+
+/* What this rank does in one test at one message size (the test's plan hook fills it). */
+typedef struct mln_bench_plan {
+    int send_slots; /* messages sent per iteration, each from its own slot of the send buffer */
+    int recv_slots; /* messages received per iteration, each into its own slot */
+    int recv_from;  /* rank whose pattern the receive slots must hold (when recv_slots > 0) */
+} mln_bench_plan_t;
+
+/* The arguments of one iteration.  Slot k of a buffer starts at k * bytes. */
+typedef struct mln_bench_op {
+    uint64_t bytes;
+    const mln_bench_plan_t *plan;
+    const char *send; /* plan->send_slots slots, filled with this rank's pattern */
+    char *recv;       /* plan->recv_slots slots, validated after the timed iterations */
+} mln_bench_op_t;
+
+/* One test of a benchmark: an ops struct. */
+typedef struct mln_bench_test {
+    const char *name; /* "latency": what --tests selects */
+    mln_bench_metric_t metric;
+    /* This rank's role at `bytes` (all zero: the rank sits this test out). */
+    void (*plan)(const mln_bench_t *b, uint64_t bytes, mln_bench_plan_t *out);
+    /* One iteration; called for the warm-up and for the timed loop. */
+    mln_status_t (*iter)(mln_bench_t *b, const mln_bench_op_t *op);
+    /* The metric from the time of one iteration (seconds, max over ranks); finite, >= 0. */
+    double (*value)(const mln_bench_t *b, uint64_t bytes, double seconds);
+} mln_bench_test_t;
+
+/* An option of one benchmark: --NAME VALUE, stored into its state struct at `offset`. */
+typedef enum mln_bench_opt_type {
+    MLN_BENCH_OPT_INT, /* int64_t field, mln_parse_int */
+    MLN_BENCH_OPT_SIZE /* uint64_t field, mln_parse_size (4K, 64M) */
+} mln_bench_opt_type_t;
+
+typedef struct mln_bench_option {
+    const char *name; /* "window" -> --window, and the "window" key of the params */
+    mln_bench_opt_type_t type;
+    const char *default_value; /* text, parsed like the command line */
+    const char *help;
+    size_t offset;
+    int64_t min, max; /* inclusive bounds */
+} mln_bench_option_t;
+
+/* An extra numeric column of every row (e.g. the effective window at this size). */
+typedef struct mln_bench_column {
+    const char *name; /* row key in the JSON, column name in the table */
+    const char *unit;
+    double (*value)(const mln_bench_t *b, uint64_t bytes);
+} mln_bench_column_t;
+
+typedef struct mln_bench_desc {
+    const char *name;        /* "pt2pt": program mln-pt2pt, JSON "benchmark" */
+    const char *description; /* one line for --help and the provenance block */
+    const mln_bench_test_t *tests;
+    size_t ntests;
+    const mln_bench_option_t *options; /* may be NULL */
+    size_t noptions;
+    const mln_bench_column_t *columns; /* may be NULL */
+    size_t ncolumns;
+    int min_ranks;
+    size_t state_size; /* calloc'ed, options applied; see mln_bench_state */
+    /* After option parsing, before buffers: check the world, add params. May be NULL. */
+    mln_status_t (*setup)(mln_bench_t *b);
+    void (*teardown)(mln_bench_t *b);
+} mln_bench_desc_t;
+
+/* Runs the benchmark (MPI_Init to MPI_Finalize); returns the process exit code. */
+int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv);
+
+/* ---- for the hooks ---------------------------------------------------------------------- */
+
+void *mln_bench_state(const mln_bench_t *b);
+MPI_Comm mln_bench_comm(const mln_bench_t *b);
+int mln_bench_rank(const mln_bench_t *b);
+int mln_bench_nranks(const mln_bench_t *b);
+/* Largest message size of the sweep. */
+uint64_t mln_bench_max_bytes(const mln_bench_t *b);
+
+/* Adds a run parameter to the provenance ("params"), e.g. the rank pairs (setup only). */
+mln_status_t mln_bench_param_int(mln_bench_t *b, const char *key, int64_t value);
+mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *value);
+/* A usage or setup error (hooks: setup): records "<message>" for this rank and returns
+ * MLN_ERR_ARG; the lowest failing rank prints "mln-NAME: error: <message>", all exit 2. */
+mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif /* MLN_HARNESS_H */

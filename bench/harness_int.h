@@ -1,0 +1,74 @@
+/*
+ * harness_int.h - internals shared by harness.c (options, sweep) and harness_report.c
+ * (provenance, table, JSON).  Benchmarks include harness.h only.
+ */
+#ifndef MLN_HARNESS_INT_H
+#define MLN_HARNESS_INT_H
+
+#include "harness.h"
+
+/* One provenance entry ("params" or "meta"): the value as text, written raw when numeric. */
+typedef struct bench_kv {
+    char *key;
+    char *value;
+    int numeric;
+} bench_kv_t;
+
+typedef struct bench_kv_list {
+    bench_kv_t *v;
+    size_t n;
+} bench_kv_list_t;
+
+struct mln_bench {
+    const mln_bench_desc_t *desc;
+    MPI_Comm comm;
+    int rank, nranks;
+    void *state;
+    char errmsg[512]; /* first usage or setup error of this rank */
+
+    /* options */
+    const char *sizes_spec;
+    mln_size_list_t sizes;
+    int64_t reps;
+    mln_iter_rule_t rule;
+    unsigned char *selected; /* per desc test: 1 = run it */
+    const char *json_path;
+    int quiet, help, version;
+    int inject;
+    uint64_t inject_bytes;
+    bench_kv_list_t params, meta;
+    char *command;
+
+    /* provenance, filled by mln_bench_report_collect */
+    char mpi_library[MPI_MAX_LIBRARY_VERSION_STRING];
+    char mpi_standard[32];
+    char date[32];
+    char *host_names; /* nhosts names of MPI_MAX_PROCESSOR_NAME chars */
+    int nhosts;
+
+    /* buffers */
+    char *send, *recv;
+
+    /* results: row i, test j at [i * ntests + j] (all ranks hold the same values) */
+    double *values; /* reps scratch */
+    int64_t *row_iters;
+    double *row_columns;
+    mln_stats_t *stats;
+    uint64_t *errors;
+    uint64_t total_errors;
+    double t_start; /* MPI_Wtime at the start of the sweep */
+};
+
+/* Library, standard, date and the distinct host names (collective: every rank calls it). */
+mln_status_t mln_bench_report_collect(mln_bench_t *b);
+/* Rank 0: the '#' provenance block, the two header lines, one row, the footer. */
+void mln_bench_report_provenance(const mln_bench_t *b);
+void mln_bench_report_header(const mln_bench_t *b);
+void mln_bench_report_row(const mln_bench_t *b, size_t row);
+void mln_bench_report_footer(const mln_bench_t *b);
+/* Checks that `path` can be written (creates and removes PATH.tmp); message into b->errmsg. */
+mln_status_t mln_bench_report_probe(mln_bench_t *b, const char *path);
+/* Writes the JSON result to PATH.tmp, then renames it to PATH; message into b->errmsg. */
+mln_status_t mln_bench_report_json(mln_bench_t *b, const char *path);
+
+#endif /* MLN_HARNESS_INT_H */

@@ -1,0 +1,275 @@
+"""One benchmark run: check everything up front, launch it with progress, then validate and
+store its result JSON (with the launch provenance) and its output log."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from . import mpi as mpimod
+from . import paths
+from .benchmarks import Benchmark, get_benchmark
+from .context import Context
+from .errors import RunError, UsageError
+from .launchers import LaunchCommand, launcher_for
+from .results import ResultError, format_problems, problems, read_json, write_result
+from .runner import run_streaming
+
+DEFAULT_TIMEOUT_S = 1800.0
+CONFIG_PROGRAM = "mln-config"
+CHECK_TIMEOUT_S = 30.0
+EXIT_MEANING: Mapping[int, str] = MappingProxyType(
+    {
+        1: "wrong data, verdict FAIL",
+        2: "usage or start-up error",
+        3: "failure while running",
+    }
+)
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """What to run, as given on the command line or by one scenario run."""
+
+    benchmark: str
+    mpi: str | None = None
+    np: int = 2
+    transport: str = "shm"
+    options: Mapping[str, object] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    label: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    meta: Mapping[str, str] = field(default_factory=dict)  # more --meta KEY=VALUE
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A request with every check passed and its launch command built."""
+
+    request: BenchRequest
+    benchmark: Benchmark
+    install: mpimod.MpiInstall
+    label: str
+    json_path: Path
+    log_path: Path
+    launch: LaunchCommand
+
+    @property
+    def tag(self) -> str:
+        """Progress prefix, e.g. openmpi/tcp."""
+        return f"{self.install.name}/{self.request.transport}"
+
+    def describe(self) -> str:
+        """The command as a shell would read it, environment first."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.launch.env.items())
+        return (env + " " if env else "") + shlex.join(self.launch.argv)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended and where its files are."""
+
+    prepared: PreparedRun
+    ok: bool
+    message: str
+    returncode: int | None
+    json_path: Path | None
+    log_path: Path
+    duration_s: float
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("._") or "run"
+
+
+def check_tunables(ctx: Context, install_name: str, env: Mapping[str, str]) -> None:
+    """Run mln-config --check; UsageError with its one line when an MLN_* value is invalid."""
+    program = paths.program_path(ctx.root, install_name, CONFIG_PROGRAM)
+    if not program.exists():
+        raise UsageError(f"{CONFIG_PROGRAM} is not built for {install_name}: run make build")
+    try:
+        proc = subprocess.run(  # noqa: S603 - argument list, no shell
+            [str(program), "--check"],
+            env={**ctx.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"cannot run {program} --check: {exc}") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr + proc.stdout).strip().splitlines()
+        reason = lines[0] if lines else f"{CONFIG_PROGRAM} --check exited {proc.returncode}"
+        raise UsageError(reason.removeprefix("mln-config: error: "))
+
+
+def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
+    """Check a request (benchmark, MPI, build, tunables, options) and build its command.
+
+    Raises UsageError with one line on the first problem; nothing is started."""
+    bench = get_benchmark(request.benchmark)
+    if request.np < bench.min_ranks:
+        raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
+    install = mpimod.resolve(request.mpi, ctx.root, ctx.env, bench.program)
+    launcher = launcher_for(install.flavour, Path(install.prefix))
+    option_args = bench.option_args(request.options)
+    check_tunables(ctx, install.name, request.env)
+    label = request.label or f"{install.name}-{request.transport}"
+    json_path = out_dir / f"{slug(label)}.json"
+    program = paths.program_path(ctx.root, install.name, bench.program)
+    meta = {
+        **request.meta,
+        "mpi": install.name,
+        "transport": request.transport,
+        "np": str(request.np),
+        "label": label,
+    }
+    program_argv = [str(program), *option_args]
+    for key, value in meta.items():
+        program_argv += ["--meta", f"{key}={value}"]
+    program_argv += ["--json", str(json_path), *request.extra_args]
+    launch = launcher.command(
+        program_argv, request.np, request.transport, ncpus=ctx.ncpus, euid=ctx.euid
+    )
+    launch = LaunchCommand(launch.argv, {**request.env, **launch.env})
+    return PreparedRun(
+        request, bench, install, label, json_path, json_path.with_suffix(".log"), launch
+    )
+
+
+class ProgressEcho:
+    """Echoes a benchmark's table rows with a prefix: the two header lines just before the
+    first row, every row, error text and the verdict; not the provenance block."""
+
+    def __init__(self, ctx: Context, prefix: str) -> None:
+        self._ctx = ctx
+        self._prefix = prefix
+        self._comments: list[str] = []
+        self._rows = 0
+        self.first_error = ""  # the first line that says "error", for the summary
+
+    def __call__(self, line: str) -> None:
+        if not line.strip():
+            return
+        if not self.first_error and "error" in line.lower() and not line.startswith("#"):
+            self.first_error = " ".join(line.split())
+        if line.startswith("#") and not line.startswith("# verdict"):
+            self._comments = [*self._comments[-1:], line]
+            return
+        if self._rows == 0 and not line.startswith("#"):
+            for header in self._comments:
+                self._ctx.say(f"{self._prefix}{header}")
+        self._rows += 1
+        self._ctx.say(f"{self._prefix}{line}")
+
+
+def _finish_json(prepared: PreparedRun) -> tuple[dict[str, Any] | None, str]:
+    """Validate the program's JSON and add the launch provenance; (doc, problem)."""
+    path = prepared.json_path
+    if not path.exists():
+        return None, f"{prepared.benchmark.program} wrote no result file ({path})"
+    try:
+        doc = read_json(path)
+    except ResultError as exc:
+        return None, str(exc)
+    found = problems(doc)
+    if found:
+        return None, format_problems(path, found)
+    doc["provenance"]["launch"] = {
+        "argv": list(prepared.launch.argv),
+        "env": dict(prepared.launch.env),
+    }
+    write_result(path, doc)
+    return doc, ""
+
+
+def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> RunOutcome:
+    """Launch a prepared run with progress, then validate and complete its JSON."""
+    prepared.json_path.parent.mkdir(parents=True, exist_ok=True)
+    request = prepared.request
+    echo = ProgressEcho(ctx, f"[{prepared.tag}] " if prefix is None else prefix)
+    result = run_streaming(
+        prepared.launch.argv,
+        env={**ctx.env, **prepared.launch.env},
+        timeout_s=request.timeout_s,
+        log_path=prepared.log_path,
+        on_line=echo,
+    )
+    log = paths.display(prepared.log_path)
+    if result.timed_out:
+        message = f"{prepared.label}: timed out after {request.timeout_s:g} s (log: {log})"
+        return RunOutcome(
+            prepared, False, message, None, None, prepared.log_path, result.duration_s
+        )
+    doc, problem = _finish_json(prepared)
+    json_path = prepared.json_path if doc is not None else None
+    program = prepared.benchmark.program
+    if result.returncode != 0:
+        why = EXIT_MEANING.get(result.returncode or 0, "see the log")
+        message = f"{prepared.label}: {program} exited with status {result.returncode} ({why})"
+        if echo.first_error:
+            message += f": {echo.first_error}"
+        ok = False
+    elif problem:
+        message, ok = f"{prepared.label}: {problem}", False
+    elif doc is not None and doc["status"] != "pass":
+        message, ok = f"{prepared.label}: status {doc['status']}", False
+    else:
+        message, ok = f"{prepared.label}: ok", True
+    if not ok:
+        message += f" (log: {log})"
+    return RunOutcome(
+        prepared, ok, message, result.returncode, json_path, prepared.log_path, result.duration_s
+    )
+
+
+def new_results_dir(base: Path, name: str, now: float | None = None) -> Path:
+    """A results/<YYYYmmdd-HHMMSS>-<name>/ path that does not exist yet (suffixed -2, -3...
+    when taken); create it with make_results_dir once every check has passed."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    for n in range(1, 1000):
+        candidate = base / f"{stamp}-{slug(name)}{'' if n == 1 else f'-{n}'}"
+        if not candidate.exists():
+            return candidate
+    raise RunError(f"cannot find a free results folder name under {base}")
+
+
+def make_results_dir(path: Path) -> None:
+    """Create a results folder chosen by new_results_dir; RunError if it cannot be made."""
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise RunError(f"cannot create {path}: {exc.strerror or exc}") from None
+
+
+def run_bench(
+    request: BenchRequest, ctx: Context, results_base: Path, copy_to: Path | None = None
+) -> RunOutcome:
+    """`multilane bench`: prepare (all checks), run, store, copy; RunError on failure."""
+    out_dir = new_results_dir(results_base, request.benchmark)
+    prepared = prepare(request, ctx, out_dir)  # every check, before any folder is made
+    make_results_dir(out_dir)
+    ctx.say(f"multilane: {prepared.benchmark.name} on {prepared.tag}, {request.np} ranks")
+    ctx.say(f"multilane: {prepared.describe()}")
+    outcome = execute(prepared, ctx)
+    if outcome.json_path is not None:
+        ctx.say(f"multilane: result: {paths.display(outcome.json_path)}")
+        if copy_to is not None:
+            copy_to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(outcome.json_path, copy_to)
+            ctx.say(f"multilane: copied to {paths.display(copy_to)}")
+    ctx.say(f"multilane: log: {paths.display(outcome.log_path)}")
+    if not outcome.ok:
+        raise RunError(outcome.message)
+    return outcome

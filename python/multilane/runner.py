@@ -1,0 +1,144 @@
+"""Run one child in its own process group, stream its output line by line into a log file and
+a callback, and on timeout kill that process group by its id (STYLE 18, after ReFrame's
+``osext.run_command``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import RunError
+
+KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
+DRAIN_S = 2.0  # how long to read on after the child exits (its group may still hold the pipe)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a child ended."""
+
+    returncode: int | None  # None when it had to be killed after a timeout
+    timed_out: bool
+    duration_s: float
+    log_path: Path
+
+
+def _kill_group(pgid: int, sig: int) -> bool:
+    """Signal the process group `pgid`; False when it no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop_group(proc: subprocess.Popen[bytes], pgid: int) -> None:
+    """SIGTERM the group, wait, then SIGKILL whatever is left of it."""
+    if not _kill_group(pgid, signal.SIGTERM):
+        proc.wait()
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+    _kill_group(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+class _LineSplitter:
+    """Turns chunks of bytes into complete text lines."""
+
+    def __init__(self, on_line: Callable[[str], None] | None) -> None:
+        self._buffer = b""
+        self._on_line = on_line
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            self._emit(line)
+
+    def close(self) -> None:
+        if self._buffer:
+            self._emit(self._buffer)
+            self._buffer = b""
+
+    def _emit(self, raw: bytes) -> None:
+        if self._on_line is not None:
+            self._on_line(raw.decode(errors="replace").rstrip("\r"))
+
+
+def run_streaming(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout_s: float | None,
+    log_path: Path,
+    on_line: Callable[[str], None] | None = None,
+    cwd: Path | None = None,
+) -> RunResult:
+    """Run `argv` (stdout and stderr merged) with the complete environment `env`.
+
+    Every line goes to `log_path` and to `on_line`.  After `timeout_s` seconds the child's
+    process group is sent SIGTERM, then SIGKILL."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    deadline = None if timeout_s is None else start + timeout_s
+    splitter = _LineSplitter(on_line)
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise RunError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    timed_out = leftovers = False
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    with log_path.open("wb") as log, selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        exited_at: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    timed_out = True
+                    break
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at >= DRAIN_S:
+                    leftovers = True  # some process of its group still holds the pipe
+                    break
+                wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+                if not sel.select(wait):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                log.write(chunk)
+                log.flush()
+                splitter.feed(chunk)
+        except BaseException:
+            _stop_group(proc, pgid)
+            raise
+        finally:
+            splitter.close()
+            proc.stdout.close()
+    if timed_out or proc.poll() is None:
+        _stop_group(proc, pgid)
+    elif leftovers:
+        _kill_group(pgid, signal.SIGKILL)  # what is left of its group, by group id
+    proc.wait()
+    returncode = None if timed_out else proc.returncode
+    return RunResult(returncode, timed_out, time.monotonic() - start, log_path)

@@ -1,0 +1,200 @@
+"""Scenario files: a named experiment in TOML, expanded into benchmark runs.
+
+    name = "pt2pt-local"              # results/<timestamp>-<name>/
+    description = "..."
+    [defaults]                        # keys every run starts from
+    benchmark = "pt2pt"
+    np = 2
+    sizes = "1:64M"                   # options of the benchmark program
+    [matrix]                          # every combination becomes a run, labelled mpi-transport
+    mpi = ["openmpi", "mpich"]
+    transport = ["shm", "tcp"]
+    [[run]]                           # and/or explicit runs, each overriding the defaults
+    mpi = "openmpi"
+    transport = "tcp"
+    label = "openmpi-tcp-4"
+    np = 4
+
+Problems are reported as ``FILE: WHERE: PROBLEM`` before anything runs."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from . import mpi as mpimod
+from .bench import DEFAULT_TIMEOUT_S, BenchRequest, slug
+from .benchmarks import BENCHMARKS, get_benchmark
+from .errors import UsageError
+from .launchers import TRANSPORTS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+TOP_KEYS = ("name", "description", "defaults", "matrix", "run")
+RUN_KEYS = ("benchmark", "mpi", "transport", "np", "label", "timeout", "env", "args")
+MATRIX_KEYS = ("benchmark", "mpi", "transport", "np")
+DEFAULT_BENCHMARK = "pt2pt"
+
+
+class ScenarioError(UsageError):
+    """A scenario file that cannot be used; the message names file, key and problem."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario: its name and the runs it expands to, in order."""
+
+    name: str
+    description: str
+    path: Path
+    runs: tuple[BenchRequest, ...]
+
+
+def _type_name(value: object) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "table"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _check_common(key: str, value: Any) -> str | None:
+    """The problem with one run key's value, or None."""
+    problem = None
+    if key in ("benchmark", "mpi", "transport", "label"):
+        if not isinstance(value, str) or not value:
+            problem = f"expected a non-empty string, got {_type_name(value)}"
+        elif key == "benchmark" and value not in BENCHMARKS:
+            problem = f"unknown benchmark '{value}' (known: {', '.join(BENCHMARKS)})"
+        elif key == "mpi" and value not in mpimod.KNOWN:
+            problem = f"unknown MPI '{value}' (known: {', '.join(mpimod.KNOWN)})"
+        elif key == "transport" and value not in TRANSPORTS:
+            problem = f"unknown transport '{value}' (known: {', '.join(TRANSPORTS)})"
+    elif key == "np":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problem = f"expected a positive integer, got {value!r}"
+    elif key == "timeout":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            problem = f"expected a positive number of seconds, got {value!r}"
+    elif key == "env":
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            problem = 'expected a table of strings, e.g. env = { MLN_LOG = "info" }'
+    elif key == "args" and (
+        not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+    ):
+        problem = "expected an array of strings"
+    return problem
+
+
+class _Loader:
+    """Validation state for one file: every message names it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}: {where + ': ' if where else ''}{problem}")
+
+    def table(self, doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+        value = doc.get(key, {})
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a table, got {_type_name(value)}")
+        return value
+
+    def check_keys(self, table: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+        """Unknown keys (other than benchmark options, checked later) and bad values."""
+        options = {o for b in BENCHMARKS.values() for o in b.options}
+        for key, value in table.items():
+            if key not in allowed and key not in options:
+                known = ", ".join([*allowed, *sorted(options)])
+                raise self.fail(f"{where}.{key}", f"unknown key (allowed: {known})")
+            problem = _check_common(key, value) if key in RUN_KEYS else None
+            if problem:
+                raise self.fail(f"{where}.{key}", problem)
+
+    def request(self, merged: Mapping[str, Any], where: str, name: str) -> BenchRequest:
+        """A BenchRequest from defaults + matrix values + run table."""
+        if "mpi" not in merged:
+            raise self.fail(where, "no MPI given (set mpi in [defaults], [matrix] or the run)")
+        bench = get_benchmark(merged.get("benchmark", DEFAULT_BENCHMARK))
+        options = {k: v for k, v in merged.items() if k not in RUN_KEYS}
+        try:
+            bench.option_args(options)
+        except UsageError as exc:
+            raise self.fail(where, str(exc)) from None
+        return BenchRequest(
+            benchmark=bench.name,
+            mpi=merged["mpi"],
+            np=merged.get("np", 2),
+            transport=merged.get("transport", "shm"),
+            options=options,
+            extra_args=tuple(merged.get("args", ())),
+            timeout_s=float(merged.get("timeout", DEFAULT_TIMEOUT_S)),
+            label=merged.get("label"),
+            env=dict(merged.get("env", {})),
+            meta={"scenario": name},
+        )
+
+
+def _matrix_label(combo: Mapping[str, Any]) -> str:
+    return "-".join(f"np{v}" if k == "np" else str(v) for k, v in combo.items())
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario file; ScenarioError on the first problem."""
+    loader = _Loader(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise loader.fail("", f"cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise loader.fail("", f"invalid TOML: {exc}") from None
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise loader.fail(key, f"unknown key (allowed: {', '.join(TOP_KEYS)})")
+    name = doc.get("name", path.stem)
+    description = doc.get("description", "")
+    for key, value in (("name", name), ("description", description)):
+        if not isinstance(value, str):
+            raise loader.fail(key, f"expected a string, got {_type_name(value)}")
+    if not name.strip():
+        raise loader.fail("name", "must not be empty")
+    defaults = loader.table(doc, "defaults")
+    loader.check_keys(defaults, "defaults", RUN_KEYS)
+    matrix = loader.table(doc, "matrix")
+    for key, values in matrix.items():
+        if key not in MATRIX_KEYS:
+            raise loader.fail(f"matrix.{key}", f"unknown key (allowed: {', '.join(MATRIX_KEYS)})")
+        if not isinstance(values, list) or not values:
+            raise loader.fail(f"matrix.{key}", "expected a non-empty array")
+        for i, value in enumerate(values):
+            problem = _check_common(key, value)
+            if problem:
+                raise loader.fail(f"matrix.{key}[{i}]", problem)
+    runs_table = doc.get("run", [])
+    if not isinstance(runs_table, list) or not all(isinstance(r, dict) for r in runs_table):
+        raise loader.fail("run", "expected an array of tables ([[run]])")
+    requests: list[BenchRequest] = []
+    if matrix:
+        for i, values in enumerate(itertools.product(*matrix.values())):
+            combo = dict(zip(matrix, values))
+            merged = {**defaults, **combo, "label": _matrix_label(combo)}
+            requests.append(loader.request(merged, f"matrix (combination {i + 1})", name))
+    for i, run in enumerate(runs_table):
+        loader.check_keys(run, f"run[{i}]", RUN_KEYS)
+        requests.append(loader.request({**defaults, **run}, f"run[{i}]", name))
+    if not requests:
+        raise loader.fail("", "no runs: add a [matrix] table or [[run]] tables")
+    seen: dict[str, int] = {}
+    for i, req in enumerate(requests):
+        label = req.label or f"{req.mpi}-{req.transport}"
+        if slug(label) in seen:
+            first = seen[slug(label)] + 1
+            raise loader.fail(f"run {i + 1}", f"label '{label}' repeats run {first}; set label")
+        seen[slug(label)] = i
+        requests[i] = replace(req, label=label)
+    return Scenario(name, description, path, tuple(requests))

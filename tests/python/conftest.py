@@ -1,0 +1,154 @@
+"""Shared fixtures: the fixture files, and a fake Multilane tree whose "MPI" and "benchmark"
+are small Python scripts, so that the CLI's whole flow runs without MPI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+FAKE_LAUNCHER = r"""
+import os, sys
+args = sys.argv[1:]
+while args and args[0].startswith("-"):
+    flag = args.pop(0)
+    if flag in ("-np", "-n"):
+        args.pop(0)
+    elif flag == "--mca":
+        del args[:2]
+os.execv(args[0], args)
+"""
+
+FAKE_BENCH = r"""
+import json, os, subprocess, sys, time
+args, meta, out, inject = sys.argv[1:], {}, None, None
+sizes = [1, 2, 4]
+i = 0
+while i < len(args):
+    a = args[i]
+    if a == "--meta":
+        k, v = args[i + 1].split("=", 1); meta[k] = v; i += 2
+    elif a == "--json":
+        out = args[i + 1]; i += 2
+    elif a == "--inject-error":
+        inject = int(args[i + 1]); i += 2
+    elif a == "--sizes":
+        sizes = [int(s) for s in args[i + 1].split(",")]; i += 2
+    elif a == "--reps":
+        i += 2
+    else:
+        print(f"mln-pt2pt: error: unknown option '{a}'"); sys.exit(2)
+if os.environ.get("FAKE_SLEEP"):
+    child = subprocess.Popen(["sleep", "300"])
+    with open(os.environ["FAKE_PIDFILE"], "w") as f:
+        f.write(str(child.pid))
+    time.sleep(float(os.environ["FAKE_SLEEP"]))
+print("# multilane pt2pt (fake)")
+print("#       bytes  iters  errors  latency_us")
+print("#         [B]                        [us]")
+rows, errors = [], 0
+for b in sizes:
+    e = 1 if b == inject else 0
+    errors += e
+    rows.append({"bytes": b, "iters": 10, "errors": e, "latency_us": 1.0 + b,
+                 "latency_us_min": 0.5 + b, "latency_us_max": 2.0 + b})
+    print(f"{b:>13} {10:>6} {e:>7} {1.0 + b:>11.2f}", flush=True)
+status = "fail" if errors else "pass"
+print(f"# verdict: {status.upper()}")
+doc = {"schema": "multilane-result", "data_version": 1, "benchmark": "pt2pt",
+       "status": status, "errors": errors,
+       "provenance": {"multilane_version": "0.1.0", "mpi_library": "Fake MPI 1.0",
+                      "mpi_standard": "3.1", "nranks": 2, "nhosts": 1, "hosts": ["h"],
+                      "date": "2026-01-01T00:00:00Z", "command": " ".join(sys.argv),
+                      "params": {}, "meta": meta},
+       "metrics": [{"name": "latency_us", "unit": "us", "statistic": "median",
+                    "description": "fake latency", "higher_is_better": False}],
+       "rows": rows}
+if out:
+    with open(out, "w") as f:
+        json.dump(doc, f)
+sys.exit(1 if errors else 0)
+"""
+
+FAKE_CONFIG = r"""
+import os, sys
+value = os.environ.get("MLN_LOG", "warn")
+if value not in ("none", "error", "warn", "info", "debug", "trace"):
+    print(f"MLN_LOG: invalid value '{value}' (expected one of: none, error, warn, info, "
+          "debug, trace)", file=sys.stderr)
+    sys.exit(2)
+if "--json" in sys.argv:
+    print('[{"env": "MLN_LOG", "type": "enum", "default": "warn", "value": "%s", "help": "x"}]'
+          % value)
+else:
+    print(f"MLN_LOG  enum  warn  {value}  log level")
+"""
+
+OMPI_INFO = r"""
+print("ompi:version:full:9.9.9")
+print("mca:opal:base:param:opal_built_with_cuda_support:value:false")
+"""
+
+
+def _script(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{sys.executable}\n{body}")
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    """The folder of hand-written result files."""
+    return FIXTURES
+
+
+@pytest.fixture
+def fake_root(tmp_path: Path) -> Path:
+    """A Multilane tree with a fake Open MPI (installed and built) and no MPICH."""
+    root = tmp_path / "tree"
+    (root / "scenarios").mkdir(parents=True)
+    (root / "CMakeLists.txt").write_text("# fake\n")
+    prefix = root / ".deps" / "openmpi"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / ".multilane-mpi").write_text("openmpi 9.9.9\n")
+    _script(prefix / "bin" / "mpicc", "")
+    _script(prefix / "bin" / "ompi_info", OMPI_INFO)
+    _script(prefix / "bin" / "mpirun", FAKE_LAUNCHER)
+    _script(root / "build" / "openmpi" / "bin" / "mln-pt2pt", FAKE_BENCH)
+    _script(root / "build" / "openmpi" / "bin" / "mln-config", FAKE_CONFIG)
+    return root
+
+
+def clean_env(root: Path | None = None, **extra: str) -> dict[str, str]:
+    """The caller's environment without MPI or MLN settings, optionally rooted at `root`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MLN_", "MULTILANE_", "FAKE_")) and k not in ("MPI_HOME", "MPICC")
+    }
+    if root is not None:
+        env["MULTILANE_ROOT"] = str(root)
+    env.update(extra)
+    return env
+
+
+def multilane(
+    args: Sequence[str], env: dict[str, str], timeout: float = 300, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a user would (python -m multilane), capturing its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "multilane", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )

@@ -1,0 +1,233 @@
+"""The CLI as a user meets it: one-line errors with exit 2 before anything runs, and the
+bench / run / report / validate flow on a fake MPI tree (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, multilane
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("multilane: error: "), lines[0]
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--sizes", "abc"], "invalid size spec 'abc'"),
+        (["--sizes", "8:1"], "lower bound is above the upper bound"),
+        (["--np", "0"], "argument --np: expected a positive integer, got '0'"),
+        (["--np", "-3"], "expected a positive integer, got '-3'"),
+        (["--np", "1.5"], "expected a positive integer, got '1.5'"),
+        (["--np", "two"], "expected a positive integer"),
+        (["--reps", "0"], "argument --reps"),
+        (["--timeout", "-1"], "argument --timeout"),
+        (["--transport", "udp"], "invalid choice: 'udp'"),
+        (["--mpi", "foo"], "unknown MPI 'foo' (available: openmpi)"),
+        (["--mpi", "mpich"], "MPI 'mpich' is not installed: run make deps"),
+        (["--mpi", "user"], "set MPI_HOME"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bench_bad_input(fake_root: Path, args: list[str], fragment: str) -> None:
+    proc = multilane(["bench", "pt2pt", *args], clean_env(fake_root))
+    _one_line_error(proc, fragment)
+    assert not (fake_root / "results").exists()
+
+
+def test_unknown_benchmark(fake_root: Path) -> None:
+    proc = multilane(["bench", "nope"], clean_env(fake_root))
+    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt)")
+
+
+def test_invalid_tunable_is_refused_before_launch(fake_root: Path) -> None:
+    proc = multilane(["bench", "pt2pt"], clean_env(fake_root, MLN_LOG="loud"))
+    _one_line_error(proc, "MLN_LOG: invalid value 'loud' (expected one of: none, error")
+    assert not (fake_root / "results").exists()
+
+
+def test_not_built(fake_root: Path) -> None:
+    (fake_root / "build" / "openmpi" / "bin" / "mln-pt2pt").unlink()
+    proc = multilane(["bench", "pt2pt", "--mpi", "openmpi"], clean_env(fake_root))
+    _one_line_error(proc, "mln-pt2pt is not built for openmpi")
+    assert "run make build" in proc.stderr
+
+
+def test_no_subcommand_and_extra_args_elsewhere(fake_root: Path) -> None:
+    _one_line_error(multilane([], clean_env(fake_root)), "required")
+    proc = multilane(["mpi", "list", "--", "x"], clean_env(fake_root))
+    _one_line_error(proc, "only")
+
+
+def test_bench_flow(fake_root: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy" / "r.json"
+    proc = multilane(
+        ["bench", "pt2pt", "--sizes", "1,2,4,8", "--reps", "2", "--transport", "tcp",
+         "--json", str(copy)],
+        clean_env(fake_root),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    out = proc.stdout
+    # progress: header lines, then rows with a prefix, then the verdict; no provenance block
+    assert "[openmpi/tcp] #       bytes  iters  errors  latency_us" in out
+    assert "[openmpi/tcp]             8     10       0        9.00" in out
+    assert "[openmpi/tcp] # verdict: PASS" in out
+    assert "(fake)" not in out
+    folders = list((fake_root / "results").iterdir())
+    assert len(folders) == 1 and folders[0].name.endswith("-pt2pt")
+    result = folders[0] / "openmpi-tcp.json"
+    assert f"result: {result}" in out
+    assert (folders[0] / "openmpi-tcp.log").read_text().startswith("# multilane pt2pt (fake)")
+    doc = json.loads(result.read_text())
+    meta = doc["provenance"]["meta"]
+    assert meta == {"mpi": "openmpi", "transport": "tcp", "np": "2", "label": "openmpi-tcp"}
+    launch = doc["provenance"]["launch"]
+    assert launch["argv"][:3] == [str(fake_root / ".deps/openmpi/bin/mpirun"), "-np", "2"]
+    assert "btl_tcp_if_include" in launch["argv"]
+    assert launch["argv"][launch["argv"].index("--sizes") + 1] == "1,2,4,8"
+    expected_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    assert launch["env"] == (expected_env if os.geteuid() == 0 else {})
+    assert json.loads(copy.read_text()) == doc
+
+
+def test_bench_data_errors_fail(fake_root: Path, tmp_path: Path) -> None:
+    results = tmp_path / "res"
+    proc = multilane(
+        ["bench", "pt2pt", "--sizes", "1,2", "--label", "my run", "--results", str(results),
+         "--", "--inject-error", "2"],
+        clean_env(fake_root),
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1
+    assert "my run: mln-pt2pt exited with status 1 (wrong data, verdict FAIL)" in lines[0]
+    stored = next(results.iterdir()) / "my_run.json"
+    assert json.loads(stored.read_text())["status"] == "fail"
+
+
+def test_bench_program_usage_error_is_shown(fake_root: Path) -> None:
+    proc = multilane(["bench", "pt2pt", "--", "--frobnicate"], clean_env(fake_root))
+    assert proc.returncode == 1
+    assert "status 2 (usage or start-up error): mln-pt2pt: error: unknown option" in proc.stderr
+
+
+def test_bench_timeout(fake_root: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    env = clean_env(fake_root, FAKE_SLEEP="300", FAKE_PIDFILE=str(pidfile))
+    start = time.monotonic()
+    proc = multilane(["bench", "pt2pt", "--timeout", "2"], env)
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 1
+    assert "timed out after 2 s" in proc.stderr
+    grandchild = int(pidfile.read_text())
+    time.sleep(0.5)
+    assert (
+        not Path(f"/proc/{grandchild}").exists()
+        or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
+    )
+
+
+def _scenario(root: Path, body: str) -> Path:
+    path = root / "scenarios" / "t.toml"
+    path.write_text(body)
+    return path
+
+
+def test_run_scenario_and_report(fake_root: Path) -> None:
+    path = _scenario(
+        fake_root,
+        'name = "demo"\n[defaults]\nsizes = "1,2,4"\n'
+        '[matrix]\nmpi = ["openmpi"]\ntransport = ["shm", "tcp"]\n',
+    )
+    proc = multilane(["run", str(path)], clean_env(fake_root))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "(1/2) openmpi shm pt2pt np=2 [openmpi-shm] ..." in out
+    assert "(2/2) openmpi tcp pt2pt np=2 [openmpi-tcp] ..." in out
+    assert "(2/2 openmpi/tcp) # verdict: PASS" in out
+    folder = next((fake_root / "results").iterdir())
+    assert folder.name.endswith("-demo")
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == [
+        "openmpi-shm.json", "openmpi-shm.log", "openmpi-tcp.json", "openmpi-tcp.log",
+        "pt2pt-latency_us.png", "pt2pt-summary.png", "report.md", "scenario.toml",
+    ]  # fmt: skip
+    assert f"report: {folder / 'report.md'}" in out
+    assert "| bytes | openmpi-shm | openmpi-tcp |" in out
+    doc = json.loads((folder / "openmpi-tcp.json").read_text())
+    assert doc["provenance"]["meta"]["scenario"] == "demo"
+    # report again, elsewhere, from the stored JSON only
+    again = multilane(["report", str(folder), "--out", str(folder / "again")], clean_env())
+    assert again.returncode == 0, again.stderr
+    assert (folder / "again" / "report.md").exists()
+
+
+def test_run_missing_mpi_fails_up_front(fake_root: Path) -> None:
+    path = _scenario(fake_root, '[matrix]\nmpi = ["openmpi", "mpich"]\n')
+    proc = multilane(["run", str(path)], clean_env(fake_root))
+    _one_line_error(proc, "MPI 'mpich' is not installed: run make deps")
+    assert not (fake_root / "results").exists()
+
+
+def test_run_invalid_scenario(fake_root: Path) -> None:
+    path = _scenario(fake_root, '[[run]]\nmpi = "openmpi"\nnp = "two"\n')
+    proc = multilane(["run", str(path)], clean_env(fake_root))
+    _one_line_error(proc, f"{path}: run[0].np: expected a positive integer")
+
+
+def test_run_dry_run(fake_root: Path) -> None:
+    path = _scenario(fake_root, '[[run]]\nmpi = "openmpi"\ntransport = "tcp"\nlabel = "x"\n')
+    proc = multilane(["run", str(path), "--dry-run"], clean_env(fake_root))
+    assert proc.returncode == 0, proc.stderr
+    assert "(1/1) x: " in proc.stdout and "btl_tcp_if_include lo" in proc.stdout
+    assert not (fake_root / "results").exists()
+
+
+def test_validate(fixtures: Path) -> None:
+    good = multilane(["validate", str(fixtures / "minimal-good.json")], clean_env())
+    assert good.returncode == 0 and "ok (pt2pt, status pass, 2 rows)" in good.stdout
+    bad = multilane(
+        ["validate", str(fixtures / "minimal-good.json"), str(fixtures / "bad-wrong-type.json")],
+        clean_env(),
+    )
+    assert bad.returncode == 1
+    assert "bad-wrong-type.json: invalid result: provenance/nranks" in bad.stderr
+
+
+def test_report_errors(tmp_path: Path) -> None:
+    proc = multilane(["report", str(tmp_path)], clean_env())
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("multilane: error: ") and "no multilane result" in proc.stderr
+
+
+def test_mpi_list(fake_root: Path) -> None:
+    proc = multilane(["mpi", "list"], clean_env(fake_root))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["name", "flavour", "version", "CUDA-aware", "built", "prefix"]
+    assert lines[1].split() == ["openmpi", "openmpi", "9.9.9", "no", "yes", ".deps/openmpi"]
+    assert "not installed: run make deps" in lines[2]
+    listing = json.loads(multilane(["mpi", "list", "--json"], clean_env(fake_root)).stdout)
+    assert [m["name"] for m in listing] == ["openmpi", "mpich", "user"]
+    assert listing[0]["cuda_aware"] == "no" and listing[0]["built"] is True
+
+
+def test_config(fake_root: Path) -> None:
+    proc = multilane(["config", "--json"], clean_env(fake_root, MLN_LOG="debug"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["value"] == "debug"
+    (fake_root / "build" / "openmpi" / "bin" / "mln-config").unlink()
+    _one_line_error(multilane(["config"], clean_env(fake_root)), "run make build")

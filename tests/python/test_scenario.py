@@ -1,0 +1,115 @@
+"""Scenario files: expansion and validation messages (file, key, problem)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from multilane.scenario import ScenarioError, load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+def test_demo_scenario() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "pt2pt-local.toml")
+    assert scenario.name == "pt2pt-local"
+    runs = [(r.mpi, r.transport, r.label, r.np) for r in scenario.runs]
+    assert runs == [
+        ("openmpi", "shm", "openmpi-shm", 2),
+        ("openmpi", "tcp", "openmpi-tcp", 2),
+        ("mpich", "shm", "mpich-shm", 2),
+        ("mpich", "tcp", "mpich-tcp", 2),
+    ]
+    assert all(r.benchmark == "pt2pt" and r.options["sizes"] == "1:64M" for r in scenario.runs)
+    assert all(r.meta == {"scenario": "pt2pt-local"} for r in scenario.runs)
+
+
+def test_runs_and_matrix_together(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        """
+name = "mix"
+[defaults]
+mpi = "openmpi"
+sizes = "1:4K"
+reps = 3
+env = { MLN_LOG = "info" }
+[matrix]
+transport = ["shm", "tcp"]
+np = [2, 4]
+[[run]]
+label = "big"
+mpi = "mpich"
+sizes = "1M"
+args = ["--window", "8"]
+timeout = 30
+""",
+    )
+    scenario = load_scenario(path)
+    labels = [r.label for r in scenario.runs]
+    assert labels == ["shm-np2", "shm-np4", "tcp-np2", "tcp-np4", "big"]
+    big = scenario.runs[-1]
+    assert (big.mpi, big.transport, big.np, big.timeout_s) == ("mpich", "shm", 2, 30.0)
+    assert big.options == {"sizes": "1M", "reps": 3}
+    assert big.extra_args == ("--window", "8")
+    assert big.env == {"MLN_LOG": "info"}
+
+
+def test_name_defaults_to_file_stem(tmp_path: Path) -> None:
+    scenario = load_scenario(_write(tmp_path, '[[run]]\nmpi = "mpich"\n'))
+    assert scenario.name == "s"
+    assert scenario.runs[0].label == "mpich-shm"
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ("name = \n", "", "invalid TOML"),
+        ("[defaults\n", "", "invalid TOML"),
+        ('network = "x"\n', "network", "unknown key (allowed: name, description"),
+        ('[defaults]\nnpp = 2\n[[run]]\nmpi = "mpich"\n', "defaults.npp", "unknown key"),
+        ('[[run]]\nmpi = "mpich"\nhost = "a"\n', "run[0].host", "unknown key"),
+        ('[[run]]\nmpi = "mpich"\nnp = "2"\n', "run[0].np", "positive integer"),
+        ('[[run]]\nmpi = "mpich"\nnp = 0\n', "run[0].np", "positive integer"),
+        ('[[run]]\nmpi = "mpich"\ntimeout = -1\n', "run[0].timeout", "positive number"),
+        ('[[run]]\nmpi = "mpich"\nargs = "--x"\n', "run[0].args", "array of strings"),
+        ('[[run]]\nmpi = "mpich"\nenv = { A = 1 }\n', "run[0].env", "table of strings"),
+        ("[[run]]\nmpi = 3\n", "run[0].mpi", "non-empty string, got integer"),
+        ('[[run]]\nmpi = "foo"\n', "run[0].mpi", "unknown MPI 'foo' (known: openmpi, mpich"),
+        ('[[run]]\nmpi = "mpich"\ntransport = "udp"\n', "run[0].transport", "unknown transport"),
+        ('[[run]]\nmpi = "mpich"\nbenchmark = "x"\n', "run[0].benchmark", "unknown benchmark"),
+        ('[[run]]\nmpi = "mpich"\nsizes = "abc"\n', "run[0]", "sizes: invalid size spec"),
+        ('[[run]]\nmpi = "mpich"\nreps = 0\n', "run[0]", "reps: expected a positive integer"),
+        ('[[run]]\nmpi = "mpich"\ntests = "lat"\n', "run[0]", "unknown name(s) lat"),
+        ("[[run]]\nnp = 2\n", "run[0]", "no MPI given"),
+        ('[matrix]\nmpi = "mpich"\n', "matrix.mpi", "non-empty array"),
+        ("[matrix]\nmpi = []\n", "matrix.mpi", "non-empty array"),
+        ('[matrix]\nmpi = ["foo"]\n', "matrix.mpi[0]", "unknown MPI 'foo'"),
+        ('[matrix]\nlabel = ["a"]\n', "matrix.label", "unknown key"),
+        ('defaults = 3\n[[run]]\nmpi = "mpich"\n', "defaults", "expected a table"),
+        ('name = 3\n[[run]]\nmpi = "mpich"\n', "name", "expected a string"),
+        ('name = "x"\n', "", "no runs"),
+        ('[[run]]\nmpi = "mpich"\n[[run]]\nmpi = "mpich"\n', "run 2", "label 'mpich-shm' repeats"),
+    ],
+)
+def test_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    prefix = f"{path}: {where}: " if where else f"{path}: "
+    assert message.startswith(prefix), message
+    assert problem in message, message
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "nope.toml")
