@@ -75,6 +75,22 @@ def parse_mpichversion(text: str) -> tuple[str, str]:
     return version, cuda
 
 
+# MPICH moves GPU buffers through yaksa, built into libmpi; its CUDA backend's functions are
+# named yaksuri_cudai_*.  Without them the library cannot touch device memory.
+YAKSA_CUDA_MARK = b"yaksuri_cudai_"
+
+
+def mpich_lib_cuda(prefix: Path) -> str:
+    """'yes'/'no' from whether libmpi carries yaksa's CUDA backend; 'unknown' if unreadable."""
+    for lib in sorted((prefix / "lib").glob("libmpi.so*")):
+        try:
+            data = lib.read_bytes()
+        except OSError:
+            continue
+        return "yes" if YAKSA_CUDA_MARK in data else "no"
+    return "unknown"
+
+
 def flavour_from_version_text(text: str) -> str:
     """Flavour from `mpiexec --version` when neither ompi_info nor mpichversion exists."""
     if re.search(r"Open MPI|OpenRTE|Open RTE|prterun|PRRTE", text):
@@ -94,6 +110,8 @@ def probe(name: str, prefix: Path) -> MpiInstall:
         flavour = "openmpi"
     elif (bindir / "mpichversion").exists():
         version, cuda = parse_mpichversion(_tool_output([str(bindir / "mpichversion")]))
+        if cuda == "unknown":
+            cuda = mpich_lib_cuda(prefix)
         flavour = "mpich"
     else:
         text = _tool_output([str(bindir / "mpiexec"), "--version"])

@@ -108,3 +108,14 @@ def test_resolve(fake_root: Path) -> None:
         mpi.resolve("user", fake_root, {}, "mln-pt2pt")
     with pytest.raises(UsageError, match="run make build"):
         mpi.resolve("openmpi", fake_root, {}, "mln-missing")
+
+
+def test_mpich_lib_cuda(tmp_path: Path) -> None:
+    """The yaksa CUDA backend's symbols in libmpi decide; no library means unknown."""
+    assert mpi.mpich_lib_cuda(tmp_path) == "unknown"
+    (tmp_path / "lib").mkdir()
+    lib = tmp_path / "lib" / "libmpi.so.12"
+    lib.write_bytes(b"\x7fELF...MPI_Send...MPIR_CVAR_ENABLE_GPU...")
+    assert mpi.mpich_lib_cuda(tmp_path) == "no"
+    lib.write_bytes(b"\x7fELF...yaksuri_cudai_pup_hindexed_float...")
+    assert mpi.mpich_lib_cuda(tmp_path) == "yes"
