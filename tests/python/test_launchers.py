@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from multilane import launchers
 from multilane.errors import UsageError
 from multilane.launchers import (
     LAUNCHERS,
@@ -106,3 +107,60 @@ def test_commands_are_argument_lists() -> None:
     program = ["/b/mln-pt2pt", "--meta", "label=a b; rm -rf /"]
     cmd = MpichLauncher(PREFIX).command(program, 2, "shm", ncpus=2, euid=USER)
     assert cmd.argv[-1] == "label=a b; rm -rf /"
+
+
+def _placement(ppn: int = 1) -> launchers.HostPlacement:
+    return launchers.HostPlacement(
+        hosts=("siteA-h0", "siteB-h0"),
+        ppn=ppn,
+        enter=("/run/agent", "--exec", "siteA-h0", "--"),
+        agent="/run/agent",
+        subnet="10.77.0.0/16",
+        iface="eth0",
+    )
+
+
+def test_openmpi_hosts_command() -> None:
+    cmd = launchers.openmpi_hosts_command(Path("/mpi"), ["prog", "--x"], _placement(), euid=0)
+    argv = list(cmd.argv)
+    assert argv[:4] == ["/run/agent", "--exec", "siteA-h0", "--"]
+    assert argv[4] == "/mpi/bin/mpirun"
+    assert argv[argv.index("-np") + 1] == "2"
+    assert argv[argv.index("--host") + 1] == "siteA-h0:1,siteB-h0:1"
+    assert argv[argv.index("--bind-to") + 1] == "none"
+    assert argv[argv.index("plm_ssh_agent") + 1] == "/run/agent"
+    assert argv[argv.index("btl") + 1] == "self,tcp"
+    assert argv[argv.index("btl_tcp_if_include") + 1] == "10.77.0.0/16"
+    assert argv[argv.index("oob_tcp_if_include") + 1] == "10.77.0.0/16"
+    assert argv[-2:] == ["prog", "--x"]
+    assert cmd.env["PATH"].startswith("/mpi/bin:")
+    assert cmd.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    two = launchers.openmpi_hosts_command(Path("/mpi"), ["p"], _placement(2), euid=1000)
+    assert "self,sm,tcp" in two.argv and "4" in two.argv
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in two.env
+
+
+def test_mpich_hosts_command() -> None:
+    cmd = launchers.mpich_hosts_command(Path("/mpi"), ["prog"], _placement(3), euid=0)
+    argv = list(cmd.argv)
+    assert argv[4] == "/mpi/bin/mpiexec"
+    assert argv[argv.index("-launcher-exec") + 1] == "/run/agent"
+    assert argv[argv.index("-iface") + 1] == "eth0"
+    assert argv[argv.index("-hosts") + 1] == "siteA-h0,siteB-h0"
+    assert argv[argv.index("-ppn") + 1] == "3"
+    assert argv[argv.index("-n") + 1] == "6"
+    genv = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "-genv"}
+    assert genv == {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "eth0"}
+    assert argv[-1] == "prog"
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
+def test_hosts_command_rejects_bad_placement(flavour: str) -> None:
+    build = launchers.HOSTS_COMMANDS[flavour]
+    bad = launchers.HostPlacement((), 1, (), "/a", "10.0.0.0/8", "eth0")
+    with pytest.raises(UsageError):
+        build(Path("/mpi"), ["p"], bad, euid=0)
+    with pytest.raises(UsageError):
+        build(Path("/mpi"), ["p"], _placement(0), euid=0)
+    with pytest.raises(UsageError):
+        build(Path("/mpi"), [], _placement(), euid=0)
