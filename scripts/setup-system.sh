@@ -8,6 +8,12 @@ declare -A pkg_of=(
     [cmake]=cmake [cc]=gcc [make]=make [clang-format]=clang-format
     [python3]=python3 [pkg-config]=pkg-config
 )
+# The test bed (`multilane testbed`, root only): namespaces, qdiscs, offloads, measurements.
+if [ "$(id -u)" -eq 0 ]; then
+    pkg_of+=([ip]=iproute2 [tc]=iproute2 [ethtool]=ethtool [iperf3]=iperf3
+             [ping]=iputils-ping [unshare]=util-linux)
+fi
+PATH="$PATH:/usr/sbin:/sbin"
 missing=()
 for cmd in "${!pkg_of[@]}"; do
     command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg_of[$cmd]}")
@@ -17,6 +23,7 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2
     missing+=(python3-venv)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "multilane: error: missing system packages: ${missing[*]}; install them (as root:" \

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -19,9 +19,11 @@ from . import paths
 from .benchmarks import Benchmark, get_benchmark
 from .context import Context
 from .errors import RunError, UsageError
-from .launchers import LaunchCommand, launcher_for
+from .launchers import HOSTS_COMMANDS, LaunchCommand, launcher_for
 from .results import ResultError, format_problems, problems, read_json, write_result
 from .runner import run_streaming
+from .testbed import launch as tblaunch
+from .testbed.launch import TestbedRun
 
 DEFAULT_TIMEOUT_S = 1800.0
 CONFIG_PROGRAM = "mln-config"
@@ -49,6 +51,8 @@ class BenchRequest:
     label: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, str] = field(default_factory=dict)  # more --meta KEY=VALUE
+    scenario: Path | None = None  # run across the hosts of this scenario's live test bed
+    ppn: int = 1  # ranks per test-bed host
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class PreparedRun:
     json_path: Path
     log_path: Path
     launch: LaunchCommand
+    testbed: TestbedRun | None = None
 
     @property
     def tag(self) -> str:
@@ -119,13 +124,17 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
 
     Raises UsageError with one line on the first problem; nothing is started."""
     bench = get_benchmark(request.benchmark)
-    if request.np < bench.min_ranks:
-        raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
     install = mpimod.resolve(request.mpi, ctx.root, ctx.env, bench.program)
     launcher = launcher_for(install.flavour, Path(install.prefix))
+    testbed = _testbed_run(request, ctx, bench.name)
+    if testbed is not None:
+        request = replace(request, np=testbed.placement.np, transport="tcp")
+    if request.np < bench.min_ranks:
+        raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
     option_args = bench.option_args(request.options)
     check_tunables(ctx, install.name, request.env)
-    label = request.label or f"{install.name}-{request.transport}"
+    where = request.transport if testbed is None else Path(testbed.scenario).stem
+    label = request.label or f"{install.name}-{where}"
     json_path = out_dir / f"{slug(label)}.json"
     program = paths.program_path(ctx.root, install.name, bench.program)
     meta = {
@@ -135,17 +144,39 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
         "np": str(request.np),
         "label": label,
     }
+    if testbed is not None:
+        meta["testbed"] = Path(testbed.scenario).stem
+        meta["hosts"] = ",".join(testbed.placement.hosts)
     program_argv = [str(program), *option_args]
     for key, value in meta.items():
         program_argv += ["--meta", f"{key}={value}"]
     program_argv += ["--json", str(json_path), *request.extra_args]
-    launch = launcher.command(
-        program_argv, request.np, request.transport, ncpus=ctx.ncpus, euid=ctx.euid
-    )
+    if testbed is None:
+        launch = launcher.command(
+            program_argv, request.np, request.transport, ncpus=ctx.ncpus, euid=ctx.euid
+        )
+    else:
+        hosts_command = HOSTS_COMMANDS[install.flavour]
+        launch = hosts_command(Path(install.prefix), program_argv, testbed.placement, euid=ctx.euid)
+        launch = LaunchCommand(tuple(testbed.wrap(launch.argv)), launch.env)
     launch = LaunchCommand(launch.argv, {**request.env, **launch.env})
     return PreparedRun(
-        request, bench, install, label, json_path, json_path.with_suffix(".log"), launch
+        request, bench, install, label, json_path, json_path.with_suffix(".log"), launch, testbed
     )
+
+
+def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun | None:
+    """The test-bed placement of a request with a scenario (None without one)."""
+    if request.scenario is None:
+        return None
+    from .scenario import load_scenario  # noqa: PLC0415 - avoids an import cycle
+
+    scenario = load_scenario(request.scenario)
+    if scenario.network is None:
+        raise UsageError(f"{request.scenario}: no [network] table: not a test-bed scenario")
+    if ctx.euid != 0:
+        raise UsageError("runs on the test bed need root (network namespaces): run as root")
+    return tblaunch.placement(ctx, request.scenario, scenario.network, request.ppn, name)
 
 
 class ProgressEcho:
@@ -194,25 +225,46 @@ def _finish_json(prepared: PreparedRun) -> tuple[dict[str, Any] | None, str]:
     return doc, ""
 
 
+def _prove_crossing(prepared: PreparedRun, doc: dict[str, Any], before: int) -> str:
+    """Record the test-bed placement and the delay lines' bytes in the result; a problem
+    when fewer bytes crossed the emulated link than the benchmark moved."""
+    run = prepared.testbed
+    assert run is not None
+    moved = tblaunch.payload_bytes(doc, prepared.benchmark.payload)
+    record, problem = tblaunch.crossed_link(run, before, moved)
+    doc["provenance"]["testbed"] = {**run.to_json(), **record}
+    write_result(prepared.json_path, doc)
+    return problem
+
+
 def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> RunOutcome:
     """Launch a prepared run with progress, then validate and complete its JSON."""
     prepared.json_path.parent.mkdir(parents=True, exist_ok=True)
     request = prepared.request
     echo = ProgressEcho(ctx, f"[{prepared.tag}] " if prefix is None else prefix)
+    wan_before = prepared.testbed.wan_tx_bytes() if prepared.testbed is not None else 0
     result = run_streaming(
         prepared.launch.argv,
         env={**ctx.env, **prepared.launch.env},
         timeout_s=request.timeout_s,
         log_path=prepared.log_path,
         on_line=echo,
+        watchdog=prepared.testbed.watchdog if prepared.testbed is not None else None,
     )
     log = paths.display(prepared.log_path)
+    if result.aborted:
+        message = f"{prepared.label}: stopped: {result.aborted} (log: {log})"
+        return RunOutcome(
+            prepared, False, message, None, None, prepared.log_path, result.duration_s
+        )
     if result.timed_out:
         message = f"{prepared.label}: timed out after {request.timeout_s:g} s (log: {log})"
         return RunOutcome(
             prepared, False, message, None, None, prepared.log_path, result.duration_s
         )
     doc, problem = _finish_json(prepared)
+    if doc is not None and prepared.testbed is not None and not problem:
+        problem = _prove_crossing(prepared, doc, wan_before)
     json_path = prepared.json_path if doc is not None else None
     program = prepared.benchmark.program
     if result.returncode != 0:

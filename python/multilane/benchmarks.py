@@ -4,7 +4,7 @@ or a scenario (validated here, before anything is launched)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .errors import UsageError
@@ -81,6 +81,9 @@ class Benchmark:
     description: str
     options: Mapping[str, Option]
     min_ranks: int = 1
+    # Payload per timed iteration of each metric's test, as a multiple of the message size
+    # ("2", "window", "2*window": numbers or row columns); used to prove test-bed bytes.
+    payload: Mapping[str, str] = field(default_factory=dict)
 
     def option_args(self, values: Mapping[str, object], where: str = "") -> list[str]:
         """Program arguments for option values; UsageError naming the key when one is bad."""
@@ -116,6 +119,7 @@ PT2PT = Benchmark(
         }
     ),
     min_ranks=2,
+    payload=MappingProxyType({"latency_us": "2", "bw_MBps": "window", "bibw_MBps": "2*window"}),
 )
 
 BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType({b.name: b for b in (PT2PT,)})

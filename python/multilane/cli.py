@@ -1,4 +1,4 @@
-"""The `multilane` command line: mpi list, config, bench, run, report, validate."""
+"""The `multilane` command line: mpi list, config, bench, run, report, validate, testbed."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from .launchers import TRANSPORTS
 from .results import load_result
 from .scenario import load_scenario
 from .sizes import SizeSpecError, parse_size_spec
+from .testbed.commands import add_parser as add_testbed_parser
+from .testbed.commands import cmd_testbed
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,8 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("name", metavar="NAME", help=f"benchmark ({', '.join(BENCHMARKS)})")
     bench.add_argument("--mpi", help="openmpi, mpich or user (default: first built)")
-    bench.add_argument("--np", type=_positive_int, default=2, help="ranks (default 2)")
-    bench.add_argument("--transport", choices=TRANSPORTS, default="shm", help="default shm")
+    bench.add_argument(
+        "--np", type=_positive_int, help="ranks (default 2; on a test bed: sites x --ppn)"
+    )
+    bench.add_argument("--transport", choices=TRANSPORTS, help="shm (default) or tcp over lo")
+    bench.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE.toml",
+        help="run across the hosts of this scenario's test bed (one host per site; brought "
+        "up for the run and taken down after, unless it is already up)",
+    )
+    bench.add_argument(
+        "--ppn", type=_positive_int, default=1, help="ranks per test-bed host (default 1)"
+    )
     bench.add_argument("--sizes", type=_size_spec, help="message sizes: 1:64M or 0,1,4K")
     bench.add_argument("--reps", type=_positive_int, help="timed repetitions per size")
     bench.add_argument(
@@ -105,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check result files against the schema")
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    add_testbed_parser(sub)
     return parser
 
 
@@ -139,18 +154,34 @@ def cmd_config(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
     options = {k: v for k, v in (("sizes", args.sizes), ("reps", args.reps)) if v is not None}
+    if args.scenario is not None:
+        if args.transport == "shm" or args.np is not None:
+            raise UsageError(
+                "with --scenario the ranks go one host per site over the emulated network: "
+                "leave out --transport and --np (use --ppn for ranks per host)"
+            )
+    elif args.ppn != 1:
+        raise UsageError("--ppn needs --scenario (ranks per test-bed host)")
     request = BenchRequest(
         benchmark=args.name,
         mpi=args.mpi,
-        np=args.np,
-        transport=args.transport,
+        np=args.np or 2,
+        transport=args.transport or "shm",
         options=options,
         extra_args=tuple(args.extra),
         timeout_s=args.timeout,
         label=args.label,
+        scenario=args.scenario,
+        ppn=args.ppn,
     )
     results = args.results or paths.default_results_dir(ctx.root)
-    run_bench(request, ctx, results.resolve(), args.json)
+    if args.scenario is None:
+        run_bench(request, ctx, results.resolve(), args.json)
+        return 0
+    from .testbed.commands import testbed_for  # noqa: PLC0415
+
+    with testbed_for(args.scenario, ctx):
+        run_bench(request, ctx, results.resolve(), args.json)
     return 0
 
 
@@ -158,6 +189,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     from .experiment import run_scenario  # noqa: PLC0415 - matplotlib only when needed
 
     scenario = load_scenario(args.scenario)
+    if not scenario.runs:
+        raise UsageError(f"{args.scenario}: no runs (only a [network]: see multilane testbed up)")
     results = args.results or paths.default_results_dir(ctx.root)
     run_scenario(scenario, ctx, results.resolve(), dry_run=args.dry_run)
     return 0
@@ -193,6 +226,7 @@ COMMANDS: Mapping[str, Callable[[argparse.Namespace, Context], int]] = MappingPr
         "run": cmd_run,
         "report": cmd_report,
         "validate": cmd_validate,
+        "testbed": cmd_testbed,
     }
 )
 NO_ROOT_NEEDED = ("report", "validate")
@@ -208,8 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.extra = extra
     try:
-        if extra and args.command != "bench":
-            raise UsageError("arguments after -- are passed to the program by bench only")
+        takes_extra = args.command == "bench" or getattr(args, "testbed_command", "") == "exec"
+        if extra and not takes_extra:
+            raise UsageError("arguments after -- are passed on by bench and testbed exec only")
         ctx = Context.from_environment(need_root=args.command not in NO_ROOT_NEEDED)
         return COMMANDS[args.command](args, ctx)
     except MultilaneError as exc:

@@ -118,16 +118,14 @@ class MpichLauncher(Launcher):
 class HostPlacement:
     """Ranks spread over emulated hosts (network namespaces of the test bed).
 
-    `hosts` are host names (each resolvable inside every host), `ppn` ranks go on each.
-    `enter` is the argument-list prefix that runs a command inside the first host with its
-    argv intact (mpirun/mpiexec must start inside a host: the root namespace has no route to
-    the emulated network); `agent` is the ssh stand-in the MPI's launcher calls to start its
-    daemons on the other hosts; `subnet` (CIDR) and `iface` restrict MPI to the emulated
-    network."""
+    `hosts` are host names the agent knows, `ppn` ranks go on each; `agent` is the ssh
+    stand-in the MPI's launcher calls to start its daemons on the other hosts; `subnet`
+    (CIDR) and `iface` restrict MPI to the emulated network.  The command built here must
+    itself be started inside the first host (the root namespace has no route to the emulated
+    network): the test bed wraps it."""
 
     hosts: tuple[str, ...]
     ppn: int
-    enter: tuple[str, ...]
     agent: str
     subnet: str
     iface: str
@@ -159,7 +157,6 @@ def openmpi_hosts_command(
     hosts = ",".join(f"{h}:{placement.ppn}" for h in placement.hosts)
     btl = "self,sm,tcp" if placement.ppn > 1 else "self,tcp"
     argv = [
-        *placement.enter,
         str(prefix / "bin" / "mpirun"),
         "-np",
         str(placement.np),
@@ -203,7 +200,6 @@ def mpich_hosts_command(
     netenv = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": placement.iface}
     genv = [arg for key, value in netenv.items() for arg in ("-genv", key, value)]
     argv = [
-        *placement.enter,
         str(prefix / "bin" / "mpiexec"),
         "-launcher",
         "ssh",

@@ -18,16 +18,18 @@ from .errors import RunError
 
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
 DRAIN_S = 2.0  # how long to read on after the child exits (its group may still hold the pipe)
+WATCHDOG_S = 0.5
 
 
 @dataclass(frozen=True)
 class RunResult:
     """How a child ended."""
 
-    returncode: int | None  # None when it had to be killed after a timeout
+    returncode: int | None  # None when it had to be killed after a timeout or an abort
     timed_out: bool
     duration_s: float
     log_path: Path
+    aborted: str = ""  # why the watchdog stopped it ('' if it did not)
 
 
 def _kill_group(pgid: int, sig: int) -> bool:
@@ -81,11 +83,14 @@ def run_streaming(
     log_path: Path,
     on_line: Callable[[str], None] | None = None,
     cwd: Path | None = None,
+    watchdog: Callable[[], str] | None = None,
 ) -> RunResult:
     """Run `argv` (stdout and stderr merged) with the complete environment `env`.
 
     Every line goes to `log_path` and to `on_line`.  After `timeout_s` seconds the child's
-    process group is sent SIGTERM, then SIGKILL."""
+    process group is sent SIGTERM, then SIGKILL.  `watchdog` is called about every
+    WATCHDOG_S seconds while the child runs; a non-empty answer (the reason) stops the group
+    the same way, e.g. when a process the run depends on has died."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     deadline = None if timeout_s is None else start + timeout_s
@@ -104,6 +109,8 @@ def run_streaming(
         raise RunError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     pgid = proc.pid  # start_new_session: the child leads its own group
     timed_out = leftovers = False
+    aborted = ""
+    next_watch = start + WATCHDOG_S
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     with log_path.open("wb") as log, selectors.DefaultSelector() as sel:
@@ -117,6 +124,11 @@ def run_streaming(
                     break
                 if exited_at is None and proc.poll() is not None:
                     exited_at = now
+                if watchdog is not None and exited_at is None and now >= next_watch:
+                    next_watch = now + WATCHDOG_S
+                    aborted = watchdog()
+                    if aborted:
+                        break
                 if exited_at is not None and now - exited_at >= DRAIN_S:
                     leftovers = True  # some process of its group still holds the pipe
                     break
@@ -135,10 +147,10 @@ def run_streaming(
         finally:
             splitter.close()
             proc.stdout.close()
-    if timed_out or proc.poll() is None:
+    if timed_out or aborted or proc.poll() is None:
         _stop_group(proc, pgid)
     elif leftovers:
         _kill_group(pgid, signal.SIGKILL)  # what is left of its group, by group id
     proc.wait()
-    returncode = None if timed_out else proc.returncode
-    return RunResult(returncode, timed_out, time.monotonic() - start, log_path)
+    returncode = None if timed_out or aborted else proc.returncode
+    return RunResult(returncode, timed_out, time.monotonic() - start, log_path, aborted)

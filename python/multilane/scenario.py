@@ -14,6 +14,7 @@
     transport = "tcp"
     label = "openmpi-tcp-4"
     np = 4
+    [network]                         # the emulated test bed (testbed/topology.py)
 
 Problems are reported as ``FILE: WHERE: PROBLEM`` before anything runs."""
 
@@ -31,13 +32,14 @@ from .bench import DEFAULT_TIMEOUT_S, BenchRequest, slug
 from .benchmarks import BENCHMARKS, get_benchmark
 from .errors import UsageError
 from .launchers import TRANSPORTS
+from .testbed.topology import Network, parse_network
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "defaults", "matrix", "run")
+TOP_KEYS = ("name", "description", "network", "defaults", "matrix", "run")
 RUN_KEYS = ("benchmark", "mpi", "transport", "np", "label", "timeout", "env", "args")
 MATRIX_KEYS = ("benchmark", "mpi", "transport", "np")
 DEFAULT_BENCHMARK = "pt2pt"
@@ -49,12 +51,14 @@ class ScenarioError(UsageError):
 
 @dataclass(frozen=True)
 class Scenario:
-    """A validated scenario: its name and the runs it expands to, in order."""
+    """A validated scenario: its name, the runs it expands to (in order) and the emulated
+    network of `multilane testbed` (None when the file has no [network] table)."""
 
     name: str
     description: str
     path: Path
     runs: tuple[BenchRequest, ...]
+    network: Network | None = None
 
 
 def _type_name(value: object) -> str:
@@ -187,8 +191,9 @@ def load_scenario(path: Path) -> Scenario:
     for i, run in enumerate(runs_table):
         loader.check_keys(run, f"run[{i}]", RUN_KEYS)
         requests.append(loader.request({**defaults, **run}, f"run[{i}]", name))
-    if not requests:
-        raise loader.fail("", "no runs: add a [matrix] table or [[run]] tables")
+    network = parse_network(doc["network"], loader.fail) if "network" in doc else None
+    if not requests and network is None:
+        raise loader.fail("", "no runs: add a [matrix] table or [[run]] tables (or a [network])")
     seen: dict[str, int] = {}
     for i, req in enumerate(requests):
         label = req.label or f"{req.mpi}-{req.transport}"
@@ -197,4 +202,4 @@ def load_scenario(path: Path) -> Scenario:
             raise loader.fail(f"run {i + 1}", f"label '{label}' repeats run {first}; set label")
         seen[slug(label)] = i
         requests[i] = replace(req, label=label)
-    return Scenario(name, description, path, tuple(requests))
+    return Scenario(name, description, path, tuple(requests), network)

@@ -113,7 +113,6 @@ def _placement(ppn: int = 1) -> launchers.HostPlacement:
     return launchers.HostPlacement(
         hosts=("siteA-h0", "siteB-h0"),
         ppn=ppn,
-        enter=("/run/agent", "--exec", "siteA-h0", "--"),
         agent="/run/agent",
         subnet="10.77.0.0/16",
         iface="eth0",
@@ -123,8 +122,7 @@ def _placement(ppn: int = 1) -> launchers.HostPlacement:
 def test_openmpi_hosts_command() -> None:
     cmd = launchers.openmpi_hosts_command(Path("/mpi"), ["prog", "--x"], _placement(), euid=0)
     argv = list(cmd.argv)
-    assert argv[:4] == ["/run/agent", "--exec", "siteA-h0", "--"]
-    assert argv[4] == "/mpi/bin/mpirun"
+    assert argv[0] == "/mpi/bin/mpirun"
     assert argv[argv.index("-np") + 1] == "2"
     assert argv[argv.index("--host") + 1] == "siteA-h0:1,siteB-h0:1"
     assert argv[argv.index("--bind-to") + 1] == "none"
@@ -143,7 +141,7 @@ def test_openmpi_hosts_command() -> None:
 def test_mpich_hosts_command() -> None:
     cmd = launchers.mpich_hosts_command(Path("/mpi"), ["prog"], _placement(3), euid=0)
     argv = list(cmd.argv)
-    assert argv[4] == "/mpi/bin/mpiexec"
+    assert argv[0] == "/mpi/bin/mpiexec"
     assert argv[argv.index("-launcher-exec") + 1] == "/run/agent"
     assert argv[argv.index("-iface") + 1] == "eth0"
     assert argv[argv.index("-hosts") + 1] == "siteA-h0,siteB-h0"
@@ -157,7 +155,7 @@ def test_mpich_hosts_command() -> None:
 @pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
 def test_hosts_command_rejects_bad_placement(flavour: str) -> None:
     build = launchers.HOSTS_COMMANDS[flavour]
-    bad = launchers.HostPlacement((), 1, (), "/a", "10.0.0.0/8", "eth0")
+    bad = launchers.HostPlacement((), 1, "/a", "10.0.0.0/8", "eth0")
     with pytest.raises(UsageError):
         build(Path("/mpi"), ["p"], bad, euid=0)
     with pytest.raises(UsageError):

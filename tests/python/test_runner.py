@@ -85,3 +85,30 @@ def test_missing_program(tmp_path: Path) -> None:
         run_streaming(
             [str(tmp_path / "nope")], env=dict(os.environ), timeout_s=5, log_path=tmp_path / "l"
         )
+
+
+def test_watchdog_stops_the_process_group(tmp_path: Path) -> None:
+    """A watchdog answer stops the whole group at once, without waiting for the timeout."""
+    pidfile = tmp_path / "pid"
+    code = (
+        "import subprocess, time\n"
+        "p = subprocess.Popen(['sleep', '300'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(300)\n"
+    )
+
+    def watchdog() -> str:
+        return "the link died" if pidfile.exists() else ""
+
+    start = time.monotonic()
+    result = run_streaming(
+        _py(code), env=dict(os.environ), timeout_s=120, log_path=tmp_path / "l", watchdog=watchdog
+    )
+    assert result.aborted == "the link died"
+    assert result.returncode is None and not result.timed_out
+    assert time.monotonic() - start < 30
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)

@@ -73,7 +73,7 @@ def test_name_defaults_to_file_stem(tmp_path: Path) -> None:
     [
         ("name = \n", "", "invalid TOML"),
         ("[defaults\n", "", "invalid TOML"),
-        ('network = "x"\n', "network", "unknown key (allowed: name, description"),
+        ('network = "x"\n', "network", "expected a table"),
         ('[defaults]\nnpp = 2\n[[run]]\nmpi = "mpich"\n', "defaults.npp", "unknown key"),
         ('[[run]]\nmpi = "mpich"\nhost = "a"\n', "run[0].host", "unknown key"),
         ('[[run]]\nmpi = "mpich"\nnp = "2"\n', "run[0].np", "positive integer"),

@@ -1,0 +1,153 @@
+"""`multilane testbed up|down|status|check|exec`: argument parsing lives in cli.py, the work
+in build.py, bed.py and check.py."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from .. import paths
+from ..context import Context
+from ..errors import UsageError
+from ..scenario import load_scenario
+from .bed import Testbed
+from .build import down, up
+from .check import check, format_rows
+from .system import require_root
+from .topology import format_rate, format_time
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The `testbed` subcommand and its actions."""
+    tb = sub.add_parser("testbed", help="the emulated multi-site network (docs/TESTBED.md)")
+    actions = tb.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
+    tb_up = actions.add_parser("up", help="build the network of a scenario file")
+    tb_up.add_argument("scenario", type=Path, metavar="SCENARIO.toml")
+    actions.add_parser("down", help="remove everything the test bed made")
+    tb_status = actions.add_parser("status", help="hosts, addresses, delay lines")
+    tb_status.add_argument("--json", action="store_true", help="print JSON")
+    tb_check = actions.add_parser("check", help="configured vs measured RTT, loss, TCP")
+    tb_check.add_argument("--json", action="store_true", help="print JSON")
+    tb_exec = actions.add_parser(
+        "exec", help="run a command in a host", usage="%(prog)s HOST -- COMMAND..."
+    )
+    tb_exec.add_argument("host", metavar="HOST")
+
+
+def _live(ctx: Context) -> Testbed:
+    require_root(ctx.euid)
+    bed = Testbed.load(ctx)
+    if bed is None:
+        raise UsageError("no test bed is up: run multilane testbed up SCENARIO.toml")
+    return bed
+
+
+def _print_status(bed: Testbed, ctx: Context) -> None:
+    state = bed.state
+    ctx.say(
+        f"test bed {state.prefix}* from {paths.display(Path(state.scenario))}"
+        f"{'' if state.complete else ' (INCOMPLETE)'}; MTU {state.mtu}; "
+        f"agent {state.agent}"
+    )
+    ctx.say(f"{'host':<13} {'site':<9} {'address':<15} {'iface':<6} namespace")
+    for h in bed.hosts:
+        ctx.say(f"{h.name:<13} {h.site:<9} {h.address:<15} {h.interface:<6} {h.namespace}")
+    alive = {p["link"]: p for p in bed.delaylines()}
+    for w in state.wan:
+        props = ", ".join(
+            f"{d} {format_rate(w[d]['rate_bps']) if w[d]['rate_bps'] else 'unlimited'} "
+            f"{format_time(w[d]['delay_s'])} loss {w[d]['loss']:g}"
+            + (f" flow {format_rate(w[d]['flow_rate_bps'])}" if w[d]["flow_rate_bps"] else "")
+            for d in ("ab", "ba")
+        )
+        proc = alive.get(w["name"])
+        how = (
+            "bridge stand-in (no delay, rate or loss)"
+            if state.wan_mode == "bridge"
+            else f"delay line pid {proc['pid']} {'running' if proc['alive'] else 'GONE'}"
+            if proc
+            else "no delay line"
+        )
+        ctx.say(f"wan {w['name']}: {w['sites'][0]} <-> {w['sites'][1]}: {props}; {how}")
+
+
+def cmd_testbed(args: argparse.Namespace, ctx: Context) -> int:
+    """Dispatch one `testbed` action."""
+    action = args.testbed_command
+    if action == "up":
+        require_root(ctx.euid)
+        scenario = load_scenario(args.scenario)
+        if scenario.network is None:
+            raise UsageError(f"{args.scenario}: no [network] table: nothing to build")
+        state = up(scenario.network, args.scenario, ctx)
+        _print_status(Testbed(state), ctx)
+        ctx.say("multilane: test bed is up; `multilane testbed down` removes it")
+        return 0
+    if action == "down":
+        state = down(ctx)
+        if state is None:
+            ctx.say("multilane: no test bed is up; nothing to do")
+        else:
+            ctx.say(f"multilane: removed {state.prefix}* ({len(state.hosts)} hosts)")
+        return 0
+    if action == "status":
+        require_root(ctx.euid)
+        bed = Testbed.load(ctx)
+        if bed is None:
+            ctx.say(json.dumps({"up": False}) if args.json else "no test bed is up")
+        elif args.json:
+            ctx.say(json.dumps(bed.to_json(), indent=2))
+        else:
+            _print_status(bed, ctx)
+        return 0
+    if action == "check":
+        bed = _live(ctx)
+        rows = check(ctx, bed.state, quiet=args.json)
+        if args.json:
+            doc = {
+                "scenario": bed.state.scenario,
+                "prefix": bed.state.prefix,
+                "rows": [r.__dict__ for r in rows],
+            }
+            ctx.say(json.dumps(doc, indent=2))
+        else:
+            ctx.say(format_rows(rows))
+        return 0
+    # exec
+    if not args.extra:
+        raise UsageError("testbed exec: give the command after --, e.g. exec a1 -- hostname")
+    bed = _live(ctx)
+    argv = bed.exec_argv(args.host, args.extra)
+    sys.stdout.flush()
+    return subprocess.run(argv, check=False).returncode  # noqa: S603 - argument list
+
+
+@contextlib.contextmanager
+def testbed_for(scenario_path: Path, ctx: Context) -> Iterator[Testbed]:
+    """The test bed of `scenario_path` for the duration of a run: a live one built from the
+    same file is used as it is; otherwise one is brought up and taken down afterwards (also
+    when the run fails).  A live one from another scenario is an error."""
+    require_root(ctx.euid)
+    live = Testbed.load(ctx)
+    if live is not None:
+        if Path(live.state.scenario) != scenario_path.resolve():
+            raise UsageError(
+                f"a test bed from {live.state.scenario} is up: run multilane testbed down first"
+            )
+        yield live
+        return
+    scenario = load_scenario(scenario_path)
+    if scenario.network is None:
+        raise UsageError(f"{scenario_path}: no [network] table: not a test-bed scenario")
+    ctx.say(f"multilane: bringing up the test bed of {paths.display(scenario_path)}")
+    state = up(scenario.network, scenario_path, ctx)
+    try:
+        yield Testbed(state)
+    finally:
+        down(ctx)
+        ctx.say(f"multilane: test bed {state.prefix}* taken down")

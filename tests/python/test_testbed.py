@@ -1,0 +1,185 @@
+"""The test bed for real (root, network namespaces): up/down leave nothing behind, status,
+exec with the host's own hostname, check against the configured delay, rate and loss, and a
+failure halfway torn down automatically.  Each test uses its own state folder, so a test bed
+that a user has up is never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, clean_env, multilane
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+DELAY_S = 0.002
+TINY = """
+name = "tiny"
+[network]
+mtu = 9000
+[network.tcp]
+congestion = "cubic"
+[[network.site]]
+name = "a"
+[[network.site]]
+name = "b"
+[[network.wan]]
+sites = ["a", "b"]
+rate = "100mbit"
+delay = "2ms"
+loss = "1%"
+"""
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if shutil.which("ip") is None:
+        return "needs iproute2 (ip)"
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, check=False)
+    return None if probe.returncode == 0 else "`ip netns` is not available here"
+
+
+def _delayline() -> Path | None:
+    for mpi in ("openmpi", "mpich", "user"):
+        program = REPO_ROOT / "build" / mpi / "bin" / "mln-delayline"
+        if os.access(program, os.X_OK):
+            return program
+    return None
+
+
+def _snapshot() -> tuple[set[str], set[str]]:
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    names = {line.split()[0] for line in netns.stdout.splitlines() if line.strip()}
+    return names, {line.split(":")[1].strip() for line in links.stdout.splitlines()}
+
+
+def _allowed_cc() -> str:
+    return Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text()
+
+
+@pytest.fixture
+def bed(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a private test bed (own state folder); `down` afterwards, always,
+    and a check that no namespace or root link was left."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    before, cc_before = _snapshot(), _allowed_cc()
+    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp_path / "state"))
+    if _delayline() is None:
+        env["MULTILANE_DELAYLINE"] = "bridge"
+    (tmp_path / "tiny.toml").write_text(TINY)
+    try:
+        yield env
+    finally:
+        down = multilane(
+            ["testbed", "down"],
+            clean_env(REPO_ROOT, **{"MULTILANE_TESTBED_DIR": env["MULTILANE_TESTBED_DIR"]}),
+        )
+        netns, links = _snapshot()
+        assert down.returncode == 0, down.stderr
+        # Only what is ours: other sessions may add or remove their own namespaces meanwhile.
+        assert not {n for n in netns - before[0] if re.match(r"mln[0-9a-f]{4}-", n)}
+        assert not {n for n in links - before[1] if n.startswith(("p-", "w-", "to-", "br0"))}
+        others = {n for n in netns | before[0] if re.match(r"mln[0-9a-f]{4}-", n)}
+        assert _allowed_cc() == cc_before or others  # another test bed may have changed it
+        assert not (tmp_path / "state" / "state.json").exists()
+
+
+def _up(env: dict[str, str], scenario: Path) -> subprocess.CompletedProcess[str]:
+    return multilane(["testbed", "up", str(scenario)], env, timeout=120)
+
+
+def test_up_status_exec_down(bed: dict[str, str], tmp_path: Path) -> None:
+    before = _snapshot()
+    proc = _up(bed, tmp_path / "tiny.toml")
+    assert proc.returncode == 0, proc.stderr
+    status = multilane(["testbed", "status", "--json"], bed)
+    doc = json.loads(status.stdout)
+    hosts = [(h["name"], h["site"], h["address"], h["interface"]) for h in doc["hosts"]]
+    assert hosts == [("a1", "a", "10.77.1.1", "eth0"), ("b1", "b", "10.77.2.1", "eth0")]
+    prefix = doc["prefix"]
+    assert re.fullmatch(r"mln[0-9a-f]{4}-", prefix)
+    assert all(h["namespace"].startswith(prefix) for h in doc["hosts"])
+    assert set(doc["namespaces"]) <= _snapshot()[0]
+    if bed.get("MULTILANE_DELAYLINE") != "bridge":
+        assert [p["alive"] for p in doc["processes"] if p["role"] == "delayline"] == [True]
+
+    for host in ("a1", "b1"):
+        out = multilane(["testbed", "exec", host, "--", "hostname"], bed)
+        assert (out.returncode, out.stdout.strip()) == (0, host), out.stderr
+    out = multilane(
+        ["testbed", "exec", "a1", "--", "sysctl", "-n", "net.ipv4.tcp_congestion_control"], bed
+    )
+    assert out.stdout.strip() == "cubic"
+    out = multilane(["testbed", "exec", "b1", "--", "sh", "-c", "exit 7"], bed)
+    assert out.returncode == 7
+
+    again = _up(bed, tmp_path / "tiny.toml")
+    assert again.returncode == 1 and "already up" in again.stderr, again.stderr
+
+    down = multilane(["testbed", "down"], bed)
+    assert down.returncode == 0 and f"removed {prefix}*" in down.stdout
+    assert _snapshot() == before or not any(n.startswith(prefix) for n in _snapshot()[0])
+    nothing = multilane(["testbed", "down"], bed)
+    assert nothing.returncode == 0 and "no test bed is up" in nothing.stdout
+
+
+def test_check_delay_rate_loss(bed: dict[str, str], tmp_path: Path) -> None:
+    if bed.get("MULTILANE_DELAYLINE") == "bridge":
+        pytest.skip("mln-delayline is not built (make build)")
+    if shutil.which("iperf3") is None:
+        pytest.skip("needs iperf3 (make system)")
+    assert _up(bed, tmp_path / "tiny.toml").returncode == 0
+    proc = multilane(["testbed", "check", "--json"], bed, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    rows = {
+        r["item"].split(" ")[0] + str(r["values"].get("streams", "")): r["values"]
+        for r in json.loads(proc.stdout)["rows"]
+    }
+    rtt = rows["RTT"]
+    assert rtt["expected_s"] == pytest.approx(2 * DELAY_S)
+    assert 0.9 * 2 * DELAY_S <= rtt["min_s"] <= rtt["avg_s"] < 2 * DELAY_S + 0.05
+    assert 0.002 <= rows["loss"]["measured"] <= 0.03  # 1% configured; ~2000 datagrams
+    eight = rows["TCP8"]
+    assert 0.3e8 <= eight["bps"] <= 1.1e8, eight  # 100 Mbit/s link
+    ab = next(r for r in json.loads(proc.stdout)["rows"] if r["item"].startswith("delay line"))
+    assert ab["values"]["tx_bytes"] > 10e6  # the iperf3 bytes crossed the delay line
+
+
+def test_delayline_killed_is_a_clear_failure(bed: dict[str, str], tmp_path: Path) -> None:
+    if bed.get("MULTILANE_DELAYLINE") == "bridge":
+        pytest.skip("mln-delayline is not built (make build)")
+    assert _up(bed, tmp_path / "tiny.toml").returncode == 0
+    doc = json.loads(multilane(["testbed", "status", "--json"], bed).stdout)
+    (proc,) = [p for p in doc["processes"] if p["role"] == "delayline"]
+    os.kill(proc["pid"], 9)
+    check = multilane(["testbed", "check"], bed, timeout=60)
+    assert check.returncode == 1 and "delay line of link ab" in check.stderr, check.stderr
+    assert "GONE" in multilane(["testbed", "status"], bed).stdout
+
+
+@pytest.mark.parametrize("fault", ["3", "12", "25"])
+def test_failure_halfway_leaves_nothing(bed: dict[str, str], tmp_path: Path, fault: str) -> None:
+    env = {**bed, "MULTILANE_TESTBED_FAULT": fault}
+    proc = _up(env, tmp_path / "tiny.toml")
+    assert proc.returncode == 1, proc.stdout
+    assert "mln-injected-fault" in proc.stderr and "(torn down)" in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "state" / "state.json").exists()
+
+
+def test_delayline_that_fails_to_start(bed: dict[str, str], tmp_path: Path) -> None:
+    env = {**bed, "MULTILANE_DELAYLINE": shutil.which("false") or "/bin/false"}
+    proc = _up(env, tmp_path / "tiny.toml")
+    assert proc.returncode == 1 and "delayline ab exited with status 1" in proc.stderr
+    assert not (tmp_path / "state" / "state.json").exists()
