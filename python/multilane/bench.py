@@ -225,6 +225,14 @@ def _finish_json(prepared: PreparedRun) -> tuple[dict[str, Any] | None, str]:
     return doc, ""
 
 
+def _clean_hosts(prepared: PreparedRun) -> str:
+    """After a failed test-bed run: stop what it left in the hosts; a note, or ''."""
+    if prepared.testbed is None:
+        return ""
+    stopped = prepared.testbed.bed.stop_host_processes()
+    return f"; stopped {len(stopped)} processes it left in the test-bed hosts" if stopped else ""
+
+
 def _prove_crossing(prepared: PreparedRun, doc: dict[str, Any], before: int) -> str:
     """Record the test-bed placement and the delay lines' bytes in the result; a problem
     when fewer bytes crossed the emulated link than the benchmark moved."""
@@ -252,13 +260,9 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
         watchdog=prepared.testbed.watchdog if prepared.testbed is not None else None,
     )
     log = paths.display(prepared.log_path)
-    if result.aborted:
-        message = f"{prepared.label}: stopped: {result.aborted} (log: {log})"
-        return RunOutcome(
-            prepared, False, message, None, None, prepared.log_path, result.duration_s
-        )
-    if result.timed_out:
-        message = f"{prepared.label}: timed out after {request.timeout_s:g} s (log: {log})"
+    if result.aborted or result.timed_out:
+        reason = result.aborted or f"timed out after {request.timeout_s:g} s"
+        message = f"{prepared.label}: stopped: {reason} (log: {log})" + _clean_hosts(prepared)
         return RunOutcome(
             prepared, False, message, None, None, prepared.log_path, result.duration_s
         )
@@ -280,7 +284,7 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
     else:
         message, ok = f"{prepared.label}: ok", True
     if not ok:
-        message += f" (log: {log})"
+        message += f" (log: {log})" + _clean_hosts(prepared)
     return RunOutcome(
         prepared, ok, message, result.returncode, json_path, prepared.log_path, result.duration_s
     )

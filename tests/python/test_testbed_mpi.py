@@ -178,3 +178,10 @@ def test_delayline_killed_mid_run(bed: tuple[dict[str, str], Path], tmp_path: Pa
     assert child.returncode == 1, out[-1000:] + err
     assert "delay line of WAN link" in err and "died during the run" in err, err
     assert time.monotonic() - killed < 60
+    # The rank on the far side lost its launcher and its link: it was stopped, not left
+    # spinning inside the host.
+    for host in status["hosts"]:
+        pids = subprocess.run(
+            ["ip", "netns", "pids", host["namespace"]], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert pids == [], f"left in {host['name']}: {pids}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..context import Context
 from .state import State, load_state, state_dir
-from .system import TestbedError, is_ours
+from .system import Commander, TestbedError, is_ours, namespace_pids, stop_processes
 
 STATS_TIMEOUT_S = 3.0
 
@@ -101,6 +101,20 @@ class Testbed:
                     raise TestbedError(f"the delay line of link {link} wrote no stats to {path}")
                 time.sleep(0.02)
         return stats
+
+    def stop_host_processes(self) -> list[int]:
+        """Stop what still runs inside the hosts besides the recorded processes (after a
+        failed run: an MPI daemon whose launcher is gone and whose link is cut would spin
+        on forever); the PIDs stopped."""
+        recorded = {p["pid"] for p in self.state.processes}
+        cmd = Commander.from_env({})
+        pids = [
+            pid
+            for host in self.hosts
+            for pid in namespace_pids(host.namespace, cmd)
+            if pid not in recorded
+        ]
+        return stop_processes(pids)
 
     def to_json(self) -> dict[str, Any]:
         """What `testbed status --json` prints."""

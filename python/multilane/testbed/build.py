@@ -19,10 +19,12 @@ from .system import (
     NETNS_DIR,
     Commander,
     TestbedError,
+    namespace_pids,
     netns_exists,
     require_root,
     start_time,
     stop_process,
+    stop_processes,
 )
 from .topology import Host, Network, WanLink
 
@@ -333,6 +335,14 @@ def teardown(state: State, cmd: Commander) -> str:
         stop_process(proc["pid"], proc["start_time"])
         state.processes.remove(proc)
         state.save()
+    # Whatever still runs inside our namespaces was started there through the agent (an MPI
+    # daemon whose launcher lost its link, a `testbed exec`): deleting the namespace would
+    # not end it, it would go on without a network.  Stop it, by PID.
+    for ns in state.namespaces:
+        try:
+            stop_processes(namespace_pids(ns["name"], cmd))
+        except TestbedError as exc:
+            problems.append(str(exc))
     for ns in reversed(list(state.namespaces)):
         if netns_exists(ns["name"]):
             try:
@@ -365,11 +375,10 @@ def down(ctx: Context) -> State | None:
     if state is None:
         return None
     busy = []
+    recorded = {p["pid"] for p in state.processes}
     for ns in state.namespaces:
-        if netns_exists(ns["name"]):
-            pids = Commander.from_env({}).run(["ip", "netns", "pids", ns["name"]]).split()
-            recorded = {str(p["pid"]) for p in state.processes}
-            busy += [f"{ns['name']}: {p}" for p in pids if p not in recorded]
+        pids = namespace_pids(ns["name"], Commander.from_env({}))
+        busy += [f"{ns['name']}: {p}" for p in pids if p not in recorded]
     problems = teardown(state, Commander.from_env(ctx.env))
     if problems:
         raise TestbedError(
@@ -378,7 +387,7 @@ def down(ctx: Context) -> State | None:
         )
     if busy:
         ctx.say(
-            f"multilane: warning: processes not started by the test bed were still inside "
-            f"it (their namespaces are gone from ip netns): {', '.join(busy)}"
+            f"multilane: note: stopped processes that were still running inside the test "
+            f"bed: {', '.join(busy)}"
         )
     return state

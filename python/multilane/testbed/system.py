@@ -101,6 +101,31 @@ def stop_process(pid: int, started: int, grace_s: float = 3.0) -> None:
             time.sleep(0.05)
 
 
+def stop_processes(pids: Sequence[int], grace_s: float = 3.0) -> list[int]:
+    """SIGTERM every process of `pids` (each checked by its start time, so a reused PID is
+    never hit), SIGKILL those left after `grace_s`; the PIDs that were stopped."""
+    targets = [(pid, started) for pid in pids if (started := start_time(pid)) is not None]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [(pid, st) for pid, st in targets if is_ours(pid, st)]
+        for pid, _ in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [(pid, st) for pid, st in alive if is_ours(pid, st)]
+        if not alive:
+            break
+    return [pid for pid, _ in targets]
+
+
+def namespace_pids(name: str, cmd: Commander) -> list[int]:
+    """The processes inside our network namespace `name` (`ip netns pids`)."""
+    if not netns_exists(name):
+        return []
+    return [int(p) for p in cmd.run(["ip", "netns", "pids", name]).split()]
+
+
 def require_root(euid: int) -> None:
     """UsageError unless running as root."""
     if euid != 0:
