@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from .system import (
     namespace_pids,
     netns_exists,
     require_root,
+    spawn,
     start_time,
     stop_process,
     stop_processes,
@@ -227,17 +227,7 @@ class _Builder:
     def start(self, argv: list[str], role: str, link: str) -> None:
         """Start a daemon, record its PID and start time, wait for its `ready` line."""
         log = self.state.file(f"{link}.log")
-        with log.open("wb") as out:
-            try:
-                proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise TestbedError(f"cannot start {argv[4]}: {exc.strerror or exc}") from None
+        proc = spawn(argv, log)
         started = start_time(proc.pid)
         self.state.processes.append(
             {

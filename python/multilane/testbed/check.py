@@ -15,7 +15,7 @@ from typing import Any
 from ..context import Context
 from .bed import Testbed
 from .state import State
-from .system import TestbedError, start_time, stop_process
+from .system import TestbedError, spawn, start_time, stop_process
 
 PING_COUNT = 10
 IPERF_SECONDS = 5
@@ -157,14 +157,7 @@ class _Checker:
         """Start an iperf3 server in `host`, recorded in the state until it is stopped."""
         log = self.state.file(f"iperf3-{host}.log")
         argv = self.bed.exec_argv(host, ["iperf3", "-s", "-p", str(IPERF_PORT), "--forceflush"])
-        with log.open("wb") as out:
-            proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        proc = spawn(argv, log)
         record = {
             "pid": proc.pid,
             "start_time": start_time(proc.pid),

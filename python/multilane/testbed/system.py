@@ -101,6 +101,21 @@ def stop_process(pid: int, started: int, grace_s: float = 3.0) -> None:
             time.sleep(0.05)
 
 
+def spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a daemon in its own session, stdout and stderr into `log` (truncated)."""
+    with log.open("wb") as out:
+        try:
+            return subprocess.Popen(  # noqa: S603 - argument list, no shell
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TestbedError(f"cannot start {shlex.join(argv)}: {exc.strerror or exc}") from None
+
+
 def stop_processes(pids: Sequence[int], grace_s: float = 3.0) -> list[int]:
     """SIGTERM every process of `pids` (each checked by its start time, so a reused PID is
     never hit), SIGKILL those left after `grace_s`; the PIDs that were stopped."""
