@@ -47,10 +47,22 @@ def run_scenario(
 ) -> ExperimentResult:
     """Run a scenario; RunError at the end when any run failed (the others still run)."""
     out_dir = new_results_dir(results_base, scenario.name)
-    prepared = plan(scenario, ctx, out_dir)
-    if dry_run:
-        print_plan(scenario, prepared, ctx)
+    if dry_run:  # with a [network], the commands need its test bed up (the placement)
+        print_plan(scenario, plan(scenario, ctx, out_dir), ctx)
         return ExperimentResult(out_dir, (), None)
+    if scenario.network is None:
+        return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir)
+    from .testbed.commands import testbed_for  # noqa: PLC0415 - avoids an import cycle
+
+    with testbed_for(scenario.path, ctx):
+        # Planned once the test bed is up: the placement needs the live one.
+        return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir)
+
+
+def _execute_all(
+    scenario: Scenario, prepared: list[PreparedRun], ctx: Context, out_dir: Path
+) -> ExperimentResult:
+    """Run every prepared run into `out_dir`, then report."""
     make_results_dir(out_dir)
     shutil.copyfile(scenario.path, out_dir / "scenario.toml")
     ctx.say(f"scenario {scenario.name}: {len(prepared)} runs into {paths.display(out_dir)}")

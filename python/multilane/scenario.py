@@ -40,8 +40,9 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 TOP_KEYS = ("name", "description", "network", "defaults", "matrix", "run")
-RUN_KEYS = ("benchmark", "mpi", "transport", "np", "label", "timeout", "env", "args")
-MATRIX_KEYS = ("benchmark", "mpi", "transport", "np")
+RUN_KEYS = ("benchmark", "mpi", "transport", "np", "ppn", "label", "timeout", "env", "args")
+MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn")
+LOCAL_ONLY_KEYS = ("transport", "np")  # a [network] scenario places ranks by site (ppn)
 DEFAULT_BENCHMARK = "pt2pt"
 
 
@@ -78,7 +79,7 @@ def _check_common(key: str, value: Any) -> str | None:
             problem = f"unknown MPI '{value}' (known: {', '.join(mpimod.KNOWN)})"
         elif key == "transport" and value not in TRANSPORTS:
             problem = f"unknown transport '{value}' (known: {', '.join(TRANSPORTS)})"
-    elif key == "np":
+    elif key in ("np", "ppn"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             problem = f"expected a positive integer, got {value!r}"
     elif key == "timeout":
@@ -141,6 +142,7 @@ class _Loader:
             label=merged.get("label"),
             env=dict(merged.get("env", {})),
             meta={"scenario": name},
+            ppn=merged.get("ppn", 1),
         )
 
 
@@ -194,9 +196,23 @@ def load_scenario(path: Path) -> Scenario:
     network = parse_network(doc["network"], loader.fail) if "network" in doc else None
     if not requests and network is None:
         raise loader.fail("", "no runs: add a [matrix] table or [[run]] tables (or a [network])")
+    tables = [("defaults", defaults), ("matrix", matrix)]
+    tables += [(f"run[{i}]", run) for i, run in enumerate(runs_table)]
+    for where, table in tables:
+        for key in table:
+            if network is not None and key in LOCAL_ONLY_KEYS:
+                raise loader.fail(
+                    f"{where}.{key}",
+                    "not for a scenario with a [network]: its runs go one host per site over "
+                    "the emulated network (use ppn for ranks per host)",
+                )
+            if network is None and key == "ppn":
+                raise loader.fail(f"{where}.{key}", "ppn needs a [network] (ranks per host)")
+    if network is not None:
+        requests = [replace(r, scenario=path, transport="tcp") for r in requests]
     seen: dict[str, int] = {}
     for i, req in enumerate(requests):
-        label = req.label or f"{req.mpi}-{req.transport}"
+        label = req.label or (req.mpi if network is not None else f"{req.mpi}-{req.transport}")
         if slug(label) in seen:
             first = seen[slug(label)] + 1
             raise loader.fail(f"run {i + 1}", f"label '{label}' repeats run {first}; set label")

@@ -113,3 +113,54 @@ def test_validation_errors(tmp_path: Path, text: str, where: str, problem: str) 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario(tmp_path / "nope.toml")
+
+
+NETWORK = """
+[network]
+[[network.site]]
+name = "a"
+[[network.site]]
+name = "b"
+[[network.wan]]
+sites = ["a", "b"]
+rate = "100mbit"
+delay = "1ms"
+"""
+
+
+def test_network_scenario_runs_go_to_the_test_bed(tmp_path: Path) -> None:
+    path = tmp_path / "tb.toml"
+    path.write_text(
+        'name = "tb"\n[defaults]\nsizes = "1:4K"\nppn = 2\n[matrix]\nmpi = ["openmpi", "mpich"]\n'
+        + NETWORK
+    )
+    scenario = load_scenario(path)
+    assert scenario.network is not None
+    assert [r.label for r in scenario.runs] == ["openmpi", "mpich"]
+    for run in scenario.runs:
+        assert run.scenario == path and run.ppn == 2 and run.transport == "tcp"
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ('[defaults]\nmpi = "openmpi"\ntransport = "shm"\n' + NETWORK, "defaults.transport", "ppn"),
+        (
+            '[defaults]\nmpi = "openmpi"\n[matrix]\nnp = [2, 4]\n' + NETWORK,
+            "matrix.np",
+            "[network]",
+        ),
+        ('[[run]]\nmpi = "openmpi"\nnp = 4\n' + NETWORK, "run[0].np", "one host per site"),
+        ('[[run]]\nmpi = "openmpi"\nppn = 2\n', "run[0].ppn", "needs a [network]"),
+        ('[[run]]\nmpi = "openmpi"\nppn = 0\n' + NETWORK, "run[0].ppn", "positive integer"),
+    ],
+)
+def test_network_scenario_rejects_local_keys(
+    tmp_path: Path, text: str, where: str, problem: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert str(path) in message and where in message and problem in message, message

@@ -185,3 +185,29 @@ def test_delayline_killed_mid_run(bed: tuple[dict[str, str], Path], tmp_path: Pa
             ["ip", "netns", "pids", host["namespace"]], capture_output=True, text=True, check=True
         ).stdout.split()
         assert pids == [], f"left in {host['name']}: {pids}"
+
+
+def test_run_scenario_with_network(tmp_path: Path) -> None:
+    """`multilane run` on a file with a [network] and runs: its own test bed is brought up,
+    every run goes across the sites, the report is drawn, and the test bed is taken down."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    scenario = tmp_path / "tb-run.toml"
+    text = TWO_SITES.replace('name = "two-sites"', 'name = "tb-run"')
+    scenario.write_text(
+        text + '\n[defaults]\nsizes = "1,64K"\nreps = 2\nargs = ["--max-iters", "5"]\n'
+        f"[matrix]\nmpi = {json.dumps(MPIS)}\n"
+    )
+    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp_path / "state"))
+    proc = multilane(["run", str(scenario), "--results", str(tmp_path / "res")], env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    (out,) = (tmp_path / "res").iterdir()
+    for mpi in MPIS:
+        doc = json.loads((out / f"{mpi}.json").read_text())
+        assert doc["status"] == "pass" and doc["provenance"]["nhosts"] == 2
+        crossed = doc["provenance"]["testbed"]
+        assert crossed["wan_tx_bytes"] >= crossed["payload_bytes_min"] > 0
+    assert (out / "report.md").exists()
+    assert "taken down" in proc.stdout
+    assert not (tmp_path / "state" / "state.json").exists()
