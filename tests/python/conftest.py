@@ -126,6 +126,15 @@ def fake_root(tmp_path: Path) -> Path:
     return root
 
 
+def two_sites_network(rate: str, delay: str, extra_network: str = "", extra_wan: str = "") -> str:
+    """The TOML of a [network] with sites a and b (one host each) joined by one WAN link."""
+    return (
+        f"[network]\n{extra_network}"
+        '[[network.site]]\nname = "a"\n[[network.site]]\nname = "b"\n'
+        f'[[network.wan]]\nsites = ["a", "b"]\nrate = "{rate}"\ndelay = "{delay}"\n{extra_wan}'
+    )
+
+
 def clean_env(root: Path | None = None, **extra: str) -> dict[str, str]:
     """The caller's environment without MPI or MLN settings, optionally rooted at `root`."""
     env = {

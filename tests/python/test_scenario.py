@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import two_sites_network
 from multilane.scenario import ScenarioError, load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,17 +116,7 @@ def test_missing_file(tmp_path: Path) -> None:
         load_scenario(tmp_path / "nope.toml")
 
 
-NETWORK = """
-[network]
-[[network.site]]
-name = "a"
-[[network.site]]
-name = "b"
-[[network.wan]]
-sites = ["a", "b"]
-rate = "100mbit"
-delay = "1ms"
-"""
+NETWORK = two_sites_network("100mbit", "1ms")
 
 
 def test_network_scenario_runs_go_to_the_test_bed(tmp_path: Path) -> None:

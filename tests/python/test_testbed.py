@@ -15,27 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane
+from conftest import REPO_ROOT, clean_env, multilane, two_sites_network
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 DELAY_S = 0.002
-TINY = """
-name = "tiny"
-[network]
-mtu = 9000
-[network.tcp]
-congestion = "cubic"
-[[network.site]]
-name = "a"
-[[network.site]]
-name = "b"
-[[network.wan]]
-sites = ["a", "b"]
-rate = "100mbit"
-delay = "2ms"
-loss = "1%"
-"""
+TINY = 'name = "tiny"\n' + two_sites_network(
+    "100mbit",
+    "2ms",
+    extra_network='mtu = 9000\n[network.tcp]\ncongestion = "cubic"\n',
+    extra_wan='loss = "1%"\n',
+)
 
 
 def _skip_reason() -> str | None:

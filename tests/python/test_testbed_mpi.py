@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane
+from conftest import REPO_ROOT, clean_env, multilane, two_sites_network
 from multilane.benchmarks import PT2PT
 from multilane.context import Context
 from multilane.launchers import HOSTS_COMMANDS
@@ -25,19 +25,7 @@ from multilane.testbed import launch as tblaunch
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.mpi]
 
-TWO_SITES = """
-name = "two-sites"
-[network]
-mtu = 9000
-[[network.site]]
-name = "a"
-[[network.site]]
-name = "b"
-[[network.wan]]
-sites = ["a", "b"]
-rate = "200mbit"
-delay = "1ms"
-"""
+TWO_SITES = 'name = "two-sites"\n' + two_sites_network("200mbit", "1ms", "mtu = 9000\n")
 MPIS = [m for m in ("openmpi", "mpich") if (REPO_ROOT / "build" / m / "bin").is_dir()]
 
 
