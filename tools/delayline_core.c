@@ -15,6 +15,7 @@
  * Cost per frame: O(log n) heap work plus one flow-table probe of at most DL_FLOW_PROBE entries.
  */
 #include "delayline_core.h"
+#include "multilane.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -117,45 +118,7 @@ int dl_parse_loss(const char *text, double *out_p)
 
 int dl_parse_size(const char *text, uint64_t *out_bytes)
 {
-    char *end = NULL;
-    unsigned long long v;
-    unsigned shift = 0;
-
-    if (text == NULL || !isdigit((unsigned char)text[0]))
-        return -1;
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno == ERANGE)
-        return -1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K':
-        shift = 10;
-        break;
-    case 'M':
-        shift = 20;
-        break;
-    case 'G':
-        shift = 30;
-        break;
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        break;
-    }
-    if (shift > 0) {
-        end++;
-        if ((end[0] == 'i' || end[0] == 'I') && (end[1] == 'B' || end[1] == 'b'))
-            end += 2;
-        else if (end[0] == 'B' || end[0] == 'b')
-            end++;
-    } else if (end[0] == 'B' || end[0] == 'b') {
-        end++;
-    }
-    if (*end != '\0' || (shift > 0 && v > (UINT64_MAX >> shift)))
-        return -1;
-    *out_bytes = (uint64_t)v << shift;
-    return 0;
+    return mln_parse_size(text, out_bytes) == MLN_OK ? 0 : -1;
 }
 
 /* ---- PRNG ---------------------------------------------------------------------------------- */

@@ -23,7 +23,7 @@ int dl_parse_time(const char *text, uint64_t *out_ns);
 int dl_parse_rate(const char *text, uint64_t *out_bps);
 /* "0.001" (fraction) or "0.1%" (percentage) -> probability in [0, 1]. */
 int dl_parse_loss(const char *text, double *out_p);
-/* "4096", "256K", "1M", "1MiB", "2G" (binary multiples; same grammar as mln_parse_size). */
+/* "4096", "256K", "1M", "1MiB", "2G": mln_parse_size, as an int (0 ok, -1 bad) like dl_parse_*. */
 int dl_parse_size(const char *text, uint64_t *out_bytes);
 
 /* ---- configuration (filled by dl_cli_parse) ----------------------------------------------- */
