@@ -2,8 +2,9 @@
  * multilane.h - the one public header of libmultilane.
  *
  * Multilane is a library on top of an unmodified MPI (Open MPI, MPICH, ...) that makes
- * communication fast where the network is the bottleneck.  This header holds the status
- * codes, the version query, the library life cycle and the tunables table.
+ * communication fast where the network is the bottleneck.  This header holds the library life
+ * cycle and the communication calls; multilane_base.h (included) holds the status codes, the
+ * version query, the tunables table and the parsers, which need no MPI.
  *
  * Conventions: every fallible call returns mln_status_t; output arguments come last and are
  * written only on success; counts are 64-bit.
@@ -11,47 +12,13 @@
 #ifndef MULTILANE_H
 #define MULTILANE_H
 
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
+#include "multilane_base.h"
+
+#include <mpi.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define MLN_VERSION_MAJOR 0
-#define MLN_VERSION_MINOR 1
-#define MLN_VERSION_PATCH 0
-#define MLN_VERSION_STRING "0.1.0"
-
-/* ---- status codes ------------------------------------------------------------------ */
-
-typedef enum mln_status {
-    MLN_OK = 0,
-    MLN_ERR_ARG,         /* an argument is invalid (NULL, negative, out of range) */
-    MLN_ERR_NOMEM,       /* an allocation failed */
-    MLN_ERR_CONFIG,      /* a tunable (environment variable) has an invalid value */
-    MLN_ERR_NOT_INIT,    /* mln_init has not been called (or mln_finalize already was) */
-    MLN_ERR_STATE,       /* the call is not allowed in the current state (e.g. double init) */
-    MLN_ERR_MPI,         /* an MPI call failed */
-    MLN_ERR_SYS,         /* a system call failed (errno is logged) */
-    MLN_ERR_UNSUPPORTED, /* valid request that this build or this MPI cannot serve */
-    MLN_ERR_TRUNCATE,    /* a message is larger than the receive buffer */
-    MLN_ERR_PEER,        /* a peer or a lane failed (closed, reset, died) */
-    MLN_ERR_TIMEOUT,     /* an operation did not complete within its bound */
-    MLN_ERR_DATA,        /* received data failed validation */
-    MLN_ERR_INTERNAL,    /* a bug in Multilane: please report it */
-    MLN_STATUS_COUNT     /* number of codes; not a status */
-} mln_status_t;
-
-/* A short, static, human-readable description ("invalid argument"); never NULL. */
-const char *mln_status_str(mln_status_t status);
-
-/* ---- version ---------------------------------------------------------------------------- */
-
-/* The version of the library actually linked (may differ from MLN_VERSION_* at compile time). */
-const char *mln_version_string(void);
-void mln_version(int *major, int *minor, int *patch);
 
 /* ---- life cycle ------------------------------------------------------------------------- */
 
@@ -64,72 +31,64 @@ mln_status_t mln_init(void);
 mln_status_t mln_finalize(void);
 int mln_initialized(void);
 
-/* ---- logging ---------------------------------------------------------------------------- */
+/*
+ * The communicator of the application's ranks: MPI_COMM_WORLD less the helper ranks that
+ * MLN_STRIPE_BACKEND=helper takes (the last MLN_STRIPE_HELPERS ranks of every node).  Helper
+ * ranks never return from mln_init: they forward striped data until the application's ranks
+ * call mln_finalize, then call MPI_Finalize and exit(0).  Without helpers it is a duplicate of
+ * MPI_COMM_WORLD.  MPI_COMM_NULL before mln_init.
+ */
+MPI_Comm mln_comm_world(void);
 
-typedef enum mln_log_level {
-    MLN_LOG_NONE = 0,
-    MLN_LOG_ERROR,
-    MLN_LOG_WARN,
-    MLN_LOG_INFO,
-    MLN_LOG_DEBUG,
-    MLN_LOG_TRACE
-} mln_log_level_t;
-
-/* ---- tunables --------------------------------------------------------------------------- */
-
-typedef enum mln_tunable_type {
-    MLN_TUNABLE_INT,   /* signed 64-bit integer, optional [min, max] */
-    MLN_TUNABLE_SIZE,  /* byte count: 4096, 256K, 1M, 2G (K = 1024), optional [min, max] */
-    MLN_TUNABLE_BOOL,  /* 1/0, yes/no, true/false, on/off */
-    MLN_TUNABLE_ENUM,  /* one of a fixed list of names */
-    MLN_TUNABLE_STRING /* free text */
-} mln_tunable_type_t;
-
-/* One row of a tunables table: the environment variable, its type, default and help. */
-typedef struct mln_tunable {
-    const char *env; /* environment variable, e.g. "MLN_LOG" */
-    mln_tunable_type_t type;
-    const char *default_value; /* as text, parsed with the same rules as the environment */
-    const char *help;
-    size_t offset;              /* where the parsed value goes in the context struct */
-    int64_t min, max;           /* INT and SIZE bounds, inclusive (none when min >= max) */
-    const char *const *choices; /* ENUM names, NULL-terminated; value = index */
-} mln_tunable_t;
-
-/* The library's own tunables table (read-only); *count receives the number of rows. */
-const mln_tunable_t *mln_tunables(size_t *count);
-
-/* Parsed values of the library's tunables (one field per table row). */
-typedef struct mln_config {
-    int log_level;      /* MLN_LOG: a mln_log_level_t */
-    char log_file[256]; /* MLN_LOG_FILE: "" = stderr; "%r" is replaced by the MPI rank */
-} mln_config_t;
-
-/* Source of values: returns the text for `name`, or NULL when unset (getenv-like). */
-typedef const char *(*mln_getenv_fn)(const char *name, void *arg);
+/* ---- striped point-to-point (src/p2p, docs/STRIPE.md) ---------------------------------------- */
 
 /*
- * Fills `out` (a struct laid out for `table`) from defaults and `get` (NULL = getenv).
- * On an invalid value returns MLN_ERR_CONFIG and writes one line naming the variable, the
- * value and what is expected into `err` (if non-NULL).  `out` is written only on success.
+ * MPI-like send and receive that split a large message to a remote peer over several lanes
+ * (ALGORITHMS.md S1-S7).  Arguments are those of MPI_Send/MPI_Recv with a 64-bit count.
+ * Matching is MPI's: a header travels on (comm, tag), so MPI_ANY_SOURCE, MPI_ANY_TAG and the
+ * non-overtaking rule hold as in MPI; only the payload goes over the lanes.  Messages up to
+ * MLN_STRIPE_THRESHOLD bytes, or to a peer on the same site, are plain MPI messages.
+ *
+ * Both sides of a message must use these calls (a striped message is not an MPI message).
+ * Datatypes: contiguous types are sent in place; other types are packed into a library buffer
+ * (one copy, count x size up to 2^31 - 1 bytes; larger non-contiguous messages get
+ * MLN_ERR_UNSUPPORTED).  Intercommunicators get MLN_ERR_UNSUPPORTED.
+ *
+ * Requests progress inside mln_stripe_wait/test/waitall (and any other mln_stripe call).
+ * A lane that fails (peer closed, reset, no progress for MLN_STRIPE_TIMEOUT seconds) completes
+ * the requests that used it with MLN_ERR_PEER or MLN_ERR_TIMEOUT; later messages to that peer
+ * use the mpi lane.  A receive whose buffer is too small gets MLN_ERR_TRUNCATE (its buffer holds
+ * the first bytes).  The MPI_Status of a receive carries the source, the tag and the count.
  */
-mln_status_t mln_tunables_parse(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
-                                void *arg, void *out, size_t out_size, char *err, size_t errlen);
+typedef enum mln_stripe_backend {
+    MLN_STRIPE_TCP = 0, /* the library's own TCP sockets, MLN_STRIPE_LANES per peer */
+    MLN_STRIPE_HELPER,  /* helper ranks (seed 000): 2k+1 process pairs per message */
+    MLN_STRIPE_MPI      /* chunks over plain MPI: the baseline and the fallback */
+} mln_stripe_backend_t;
 
-/* Parses the library's own table into `cfg` (see mln_tunables_parse). */
-mln_status_t mln_config_load(mln_getenv_fn get, void *arg, mln_config_t *cfg, char *err,
-                             size_t errlen);
+typedef struct mln_stripe_request *mln_request_t;
+#define MLN_REQUEST_NULL ((mln_request_t)0)
 
-/* Prints `table` (name, type, default, current value, help) as text or as JSON. */
-mln_status_t mln_tunables_print(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
-                                void *arg, int json, FILE *fp);
+mln_status_t mln_stripe_send(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                             int tag, MPI_Comm comm);
+mln_status_t mln_stripe_recv(void *buf, int64_t count, MPI_Datatype datatype, int source,
+                             int tag, MPI_Comm comm, MPI_Status *status);
+mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                              int tag, MPI_Comm comm, mln_request_t *request);
+mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source,
+                              int tag, MPI_Comm comm, mln_request_t *request);
+/* Completes *request and sets it to MLN_REQUEST_NULL; returns the request's own status.
+ * status may be MPI_STATUS_IGNORE; a null request returns MLN_OK at once. */
+mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status);
+/* *done = 1 when complete (then as mln_stripe_wait), else 0 and the request stays. */
+mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *status);
+/* Waits for all; returns MLN_OK or the first failed request's status (all are completed and
+ * freed either way).  statuses may be MPI_STATUSES_IGNORE. */
+mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status statuses[]);
 
-/* ---- small parsing helpers (shared with the benchmarks and the CLI) --------------------- */
-
-/* "4096", "256K", "1M", "2G", "64MiB", "1KB" (all binary); rejects junk, overflow, negatives. */
-mln_status_t mln_parse_size(const char *text, uint64_t *out);
-/* Decimal or 0x integer with optional sign; rejects junk and overflow. */
-mln_status_t mln_parse_int(const char *text, int64_t *out);
+/* The backend's name ("tcp", "helper", "mpi") and lanes per peer, as configured. */
+const char *mln_stripe_backend_name(void);
+int mln_stripe_lanes(void);
 
 #ifdef __cplusplus
 }

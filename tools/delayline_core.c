@@ -15,7 +15,7 @@
  * Cost per frame: O(log n) heap work plus one flow-table probe of at most DL_FLOW_PROBE entries.
  */
 #include "delayline_core.h"
-#include "multilane.h"
+#include "multilane_base.h"
 
 #include <ctype.h>
 #include <errno.h>

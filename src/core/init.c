@@ -7,6 +7,8 @@
  */
 #include "mln_core.h"
 
+#include "../p2p/stripe_int.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,11 +82,25 @@ mln_status_t mln_init(void)
         ctx->log_fp_owned = 1;
     }
     mln_the_context = ctx;
+    st = mln_stripe_init(ctx, &ctx->stripe);
+    if (st != MLN_OK)
+        goto err_ctx;
+    if (mln_helper_is_helper(ctx->stripe)) {
+        /* A helper rank forwards until the application finalizes, then leaves the job. */
+        st = mln_helper_serve(ctx->stripe);
+        mln_finalize();
+        MPI_Finalize();
+        exit(st == MLN_OK ? 0 : 1);
+    }
     MLN_DEBUG("multilane %s initialised: rank %d of %d, log level %s", mln_version_string(),
               ctx->world_rank, ctx->world_size,
               mln_log_level_name((mln_log_level_t)ctx->cfg.log_level));
     return MLN_OK;
 
+err_ctx:
+    mln_the_context = NULL;
+    if (ctx->log_fp_owned)
+        fclose(ctx->log_fp);
 err_free:
     free(ctx);
     return st;
@@ -97,6 +113,7 @@ mln_status_t mln_finalize(void)
     if (ctx == NULL)
         return MLN_ERR_NOT_INIT;
     MLN_DEBUG("multilane finalising");
+    mln_stripe_fini(ctx->stripe);
     mln_the_context = NULL;
     if (ctx->log_fp_owned)
         fclose(ctx->log_fp);

@@ -18,6 +18,7 @@ typedef struct mln_context {
     int world_size;
     FILE *log_fp; /* where log lines go (stderr unless MLN_LOG_FILE) */
     int log_fp_owned;
+    struct mln_stripe *stripe; /* striped point-to-point (src/p2p) */
 } mln_context_t;
 
 /* The context of the running library, or NULL before mln_init / after mln_finalize. */

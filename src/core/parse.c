@@ -2,7 +2,7 @@
  * parse.c - integer and byte-size parsing shared by the tunables, the benchmarks and the
  * native tools.  No MPI here: mln-delayline links this file alone (library mln_parse).
  */
-#include "multilane.h"
+#include "multilane_base.h"
 
 #include <ctype.h>
 #include <errno.h>

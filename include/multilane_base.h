@@ -1,0 +1,134 @@
+/*
+ * multilane_base.h - the part of the public API that needs no MPI: status codes, version,
+ * log levels, the tunables table and the parsers.  multilane.h includes it; MPI-free tools
+ * (mln-delayline) include only this.
+ */
+#ifndef MULTILANE_BASE_H
+#define MULTILANE_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLN_VERSION_MAJOR 0
+#define MLN_VERSION_MINOR 1
+#define MLN_VERSION_PATCH 0
+#define MLN_VERSION_STRING "0.1.0"
+
+/* ---- status codes ------------------------------------------------------------------ */
+
+typedef enum mln_status {
+    MLN_OK = 0,
+    MLN_ERR_ARG,         /* an argument is invalid (NULL, negative, out of range) */
+    MLN_ERR_NOMEM,       /* an allocation failed */
+    MLN_ERR_CONFIG,      /* a tunable (environment variable) has an invalid value */
+    MLN_ERR_NOT_INIT,    /* mln_init has not been called (or mln_finalize already was) */
+    MLN_ERR_STATE,       /* the call is not allowed in the current state (e.g. double init) */
+    MLN_ERR_MPI,         /* an MPI call failed */
+    MLN_ERR_SYS,         /* a system call failed (errno is logged) */
+    MLN_ERR_UNSUPPORTED, /* valid request that this build or this MPI cannot serve */
+    MLN_ERR_TRUNCATE,    /* a message is larger than the receive buffer */
+    MLN_ERR_PEER,        /* a peer or a lane failed (closed, reset, died) */
+    MLN_ERR_TIMEOUT,     /* an operation did not complete within its bound */
+    MLN_ERR_DATA,        /* received data failed validation */
+    MLN_ERR_INTERNAL,    /* a bug in Multilane: please report it */
+    MLN_STATUS_COUNT     /* number of codes; not a status */
+} mln_status_t;
+
+/* A short, static, human-readable description ("invalid argument"); never NULL. */
+const char *mln_status_str(mln_status_t status);
+
+/* ---- version ---------------------------------------------------------------------------- */
+
+/* The version of the library actually linked (may differ from MLN_VERSION_* at compile time). */
+const char *mln_version_string(void);
+void mln_version(int *major, int *minor, int *patch);
+
+/* ---- logging ---------------------------------------------------------------------------- */
+
+typedef enum mln_log_level {
+    MLN_LOG_NONE = 0,
+    MLN_LOG_ERROR,
+    MLN_LOG_WARN,
+    MLN_LOG_INFO,
+    MLN_LOG_DEBUG,
+    MLN_LOG_TRACE
+} mln_log_level_t;
+
+/* ---- tunables --------------------------------------------------------------------------- */
+
+typedef enum mln_tunable_type {
+    MLN_TUNABLE_INT,   /* signed 64-bit integer, optional [min, max] */
+    MLN_TUNABLE_SIZE,  /* byte count: 4096, 256K, 1M, 2G (K = 1024), optional [min, max] */
+    MLN_TUNABLE_BOOL,  /* 1/0, yes/no, true/false, on/off */
+    MLN_TUNABLE_ENUM,  /* one of a fixed list of names */
+    MLN_TUNABLE_STRING /* free text */
+} mln_tunable_type_t;
+
+/* One row of a tunables table: the environment variable, its type, default and help. */
+typedef struct mln_tunable {
+    const char *env; /* environment variable, e.g. "MLN_LOG" */
+    mln_tunable_type_t type;
+    const char *default_value; /* as text, parsed with the same rules as the environment */
+    const char *help;
+    size_t offset;              /* where the parsed value goes in the context struct */
+    int64_t min, max;           /* INT and SIZE bounds, inclusive (none when min >= max) */
+    const char *const *choices; /* ENUM names, NULL-terminated; value = index */
+} mln_tunable_t;
+
+/* The library's own tunables table (read-only); *count receives the number of rows. */
+const mln_tunable_t *mln_tunables(size_t *count);
+
+/* Parsed values of the library's tunables (one field per table row). */
+typedef struct mln_config {
+    int log_level;      /* MLN_LOG: a mln_log_level_t */
+    char log_file[256]; /* MLN_LOG_FILE: "" = stderr; "%r" is replaced by the MPI rank */
+    int stripe_backend; /* MLN_STRIPE_BACKEND: a mln_stripe_backend_t */
+    int64_t stripe_lanes;        /* MLN_STRIPE_LANES: lanes (tcp sockets, mpi streams) per peer */
+    int64_t stripe_helpers;      /* MLN_STRIPE_HELPERS: helper ranks per node (helper backend) */
+    uint64_t stripe_threshold;   /* MLN_STRIPE_THRESHOLD: larger messages to remote peers stripe */
+    uint64_t stripe_chunk;       /* MLN_STRIPE_CHUNK: largest chunk given to one lane */
+    uint64_t stripe_sockbuf;     /* MLN_STRIPE_SOCKBUF: SO_SNDBUF/SO_RCVBUF, 0 = host default */
+    char stripe_congestion[32];  /* MLN_STRIPE_CONGESTION: TCP_CONGESTION, "" = host default */
+    char site_map[1024];         /* MLN_SITE_MAP: "pattern=site,..."; "" = each host a site */
+    int stripe_local;            /* MLN_STRIPE_LOCAL: stripe between peers of one site too */
+    int64_t stripe_timeout;      /* MLN_STRIPE_TIMEOUT: seconds without progress = failure */
+    char stripe_addr[64];        /* MLN_STRIPE_IFACE: interface whose address lanes use */
+    char stripe_fault[64];       /* MLN_STRIPE_FAULT: test hook, "reset:LANE:BYTES" */
+} mln_config_t;
+
+/* Source of values: returns the text for `name`, or NULL when unset (getenv-like). */
+typedef const char *(*mln_getenv_fn)(const char *name, void *arg);
+
+/*
+ * Fills `out` (a struct laid out for `table`) from defaults and `get` (NULL = getenv).
+ * On an invalid value returns MLN_ERR_CONFIG and writes one line naming the variable, the
+ * value and what is expected into `err` (if non-NULL).  `out` is written only on success.
+ */
+mln_status_t mln_tunables_parse(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
+                                void *arg, void *out, size_t out_size, char *err, size_t errlen);
+
+/* Parses the library's own table into `cfg` (see mln_tunables_parse). */
+mln_status_t mln_config_load(mln_getenv_fn get, void *arg, mln_config_t *cfg, char *err,
+                             size_t errlen);
+
+/* Prints `table` (name, type, default, current value, help) as text or as JSON. */
+mln_status_t mln_tunables_print(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
+                                void *arg, int json, FILE *fp);
+
+/* ---- small parsing helpers (shared with the benchmarks and the CLI) --------------------- */
+
+/* "4096", "256K", "1M", "2G", "64MiB", "1KB" (all binary); rejects junk, overflow, negatives. */
+mln_status_t mln_parse_size(const char *text, uint64_t *out);
+/* Decimal or 0x integer with optional sign; rejects junk and overflow. */
+mln_status_t mln_parse_int(const char *text, int64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MULTILANE_BASE_H */

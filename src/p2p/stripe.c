@@ -1,0 +1,937 @@
+/*
+ * stripe.c - striped point-to-point: the API, the protocol and the progress engine.
+ *
+ * A message of more than MLN_STRIPE_THRESHOLD bytes to a peer on another site is sent as a
+ * 64-byte header on the user's (comm, tag), so that MPI does the matching (ANY_SOURCE,
+ * ANY_TAG, non-overtaking); its payload then goes over the lanes of the configured backend
+ * once the receiver has matched the header and answered with a CTS on the control comm
+ * (rendezvous: the payload is always written in place, never buffered as unexpected data).
+ *
+ *   sender                                   receiver
+ *   Isend(hdr, 64 B, dest, tag, comm)  --->  Irecv(user buf, source, tag, comm) matches it
+ *                                      <---  Isend(CTS {msg id, accept, tag base}, ctrl)
+ *   chunks over lanes (dynamic)        ===>  written in place at their offsets
+ *
+ * Cost of a striped message of n bytes over L lanes of bandwidth b each:
+ *   T = 2 alpha_mpi (header, CTS) + alpha_lane + n / (L b)
+ * Smaller messages are one MPI message: T = alpha_mpi + n / b_mpi, as stock MPI.
+ *
+ * A user message of exactly 64 bytes goes as a header with MLN_HDR_INLINE and its bytes on
+ * the control comm with a tag derived from its message id, so a 64-byte wire message on the
+ * user's comm is always a header.
+ */
+#include "stripe_int.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static mln_stripe_t *mln_the_stripe;
+
+mln_stripe_t *mln_stripe_engine(void)
+{
+    return mln_the_stripe;
+}
+
+double mln_stripe_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- header ------------------------------------------------------------------------------ */
+
+static uint32_t crc32_bytes(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint32_t crc = 0xffffffffu;
+
+    for (size_t i = 0; i < len; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+static void hdr_seal(mln_stripe_hdr_t *h)
+{
+    h->crc = crc32_bytes(h, offsetof(mln_stripe_hdr_t, crc));
+}
+
+/* 1 when the 64 bytes at p are a valid header (copied to out). */
+static int hdr_open(const void *p, mln_stripe_hdr_t *out)
+{
+    mln_stripe_hdr_t h;
+
+    memcpy(&h, p, sizeof(h));
+    if (h.magic != MLN_STRIPE_MAGIC || h.version != MLN_STRIPE_VERSION ||
+        h.crc != crc32_bytes(&h, offsetof(mln_stripe_hdr_t, crc)) || h.kind >= MLN_LANE_KINDS)
+        return 0;
+    *out = h;
+    return 1;
+}
+
+_Static_assert(sizeof(mln_stripe_hdr_t) == MLN_STRIPE_HDR_SIZE, "header is 64 bytes");
+
+/* ---- active list ------------------------------------------------------------------------- */
+
+static void active_add(mln_stripe_t *s, mln_req_t *r)
+{
+    r->prev = NULL;
+    r->next = s->active;
+    if (s->active)
+        s->active->prev = r;
+    s->active = r;
+    s->nactive++;
+}
+
+static void active_del(mln_stripe_t *s, mln_req_t *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (s->active == r)
+        s->active = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    s->nactive--;
+}
+
+mln_req_t *mln_stripe_find_recv(mln_stripe_t *s, int src_world, uint64_t msg_id)
+{
+    for (mln_req_t *r = s->active; r; r = r->next)
+        if (!r->is_send && r->state == MLN_REQ_DATA && r->peer_world == src_world &&
+            r->msg_id == msg_id)
+            return r;
+    return NULL;
+}
+
+static void req_finish(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
+{
+    if (r->state == MLN_REQ_DONE)
+        return;
+    if (r->result == MLN_OK)
+        r->result = st;
+    r->state = MLN_REQ_DONE;
+    active_del(s, r);
+}
+
+void mln_stripe_req_fail(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
+{
+    MLN_WARN("striped %s of %llu bytes %s world rank %d (message %llu) failed: %s",
+             r->is_send ? "send" : "receive", (unsigned long long)r->total,
+             r->is_send ? "to" : "from", r->peer_world, (unsigned long long)r->msg_id,
+             mln_status_str(st));
+    req_finish(s, r, st);
+}
+
+void mln_stripe_req_progress(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
+{
+    r->bytes_done += bytes;
+    r->last_progress = mln_stripe_now();
+    if (r->bytes_done >= r->accept && (!r->is_send || r->next_off >= r->accept) &&
+        r->state == MLN_REQ_DATA && (r->is_send || r->ctsreq == MPI_REQUEST_NULL))
+        req_finish(s, r, r->total > r->accept && !r->is_send ? MLN_ERR_TRUNCATE : MLN_OK);
+}
+
+uint64_t mln_stripe_chunk_len(const mln_req_t *r, uint64_t index)
+{
+    uint64_t off = index * r->chunk;
+    return off >= r->accept ? 0 : (r->accept - off < r->chunk ? r->accept - off : r->chunk);
+}
+
+/* ---- request set-up ---------------------------------------------------------------------- */
+
+/* Bytes of (count, dtype) and where they start; packs non-contiguous types. */
+static mln_status_t req_buffer(mln_req_t *r, const void *buf, int is_send)
+{
+    mln_status_t st = MLN_OK;
+    MPI_Count size, lb, extent, tlb, textent;
+    int isize = 0, pos = 0;
+
+    MLN_MPI_CHECK(MPI_Type_size_x(r->dtype, &size), st, out);
+    MLN_MPI_CHECK(MPI_Type_get_extent_x(r->dtype, &lb, &extent), st, out);
+    MLN_MPI_CHECK(MPI_Type_get_true_extent_x(r->dtype, &tlb, &textent), st, out);
+    if (size < 0 || (size > 0 && (uint64_t)r->count > UINT64_MAX / (uint64_t)size)) {
+        MLN_ERROR("striped message: count %lld x type size %lld overflows",
+                  (long long)r->count, (long long)size);
+        return MLN_ERR_ARG;
+    }
+    r->cap = (uint64_t)r->count * (uint64_t)size;
+    if (r->cap == 0 || (size == textent && (r->count == 1 || extent == size))) {
+        r->buf = (char *)buf + tlb; /* contiguous: the bytes are in place */
+        return MLN_OK;
+    }
+    if (r->count > INT_MAX || r->cap > INT_MAX) {
+        MLN_ERROR("striped message: a non-contiguous datatype is packed, and %llu bytes are "
+                  "over the 2^31 - 1 bytes MPI_Pack can handle",
+                  (unsigned long long)r->cap);
+        return MLN_ERR_UNSUPPORTED;
+    }
+    MLN_MPI_CHECK(MPI_Pack_size((int)r->count, r->dtype, r->comm, &isize), st, out);
+    r->pack = malloc((size_t)isize > 0 ? (size_t)isize : 1);
+    if (r->pack == NULL)
+        return MLN_ERR_NOMEM;
+    r->packed = 1;
+    r->buf = r->pack;
+    if (is_send) {
+        MLN_MPI_CHECK(MPI_Pack(buf, (int)r->count, r->dtype, r->pack, isize, &pos, r->comm), st,
+                      out);
+        r->cap = (uint64_t)pos;
+    } else {
+        r->cap = (uint64_t)isize;
+    }
+out:
+    return st;
+}
+
+static mln_status_t req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI_Datatype dt,
+                            int peer, int tag, MPI_Comm comm, int is_send, mln_req_t **out)
+{
+    mln_status_t st;
+    int inter = 0, size = 0;
+    mln_req_t *r;
+
+    if (s == NULL) {
+        MLN_ERROR("mln_stripe_%s: call mln_init first", is_send ? "isend" : "irecv");
+        return MLN_ERR_NOT_INIT;
+    }
+    if (count < 0 || (buf == NULL && count > 0) || dt == MPI_DATATYPE_NULL ||
+        comm == MPI_COMM_NULL || out == NULL) {
+        MLN_ERROR("mln_stripe_%s: invalid argument (count %lld, buffer %p)",
+                  is_send ? "isend" : "irecv", (long long)count, buf);
+        return MLN_ERR_ARG;
+    }
+    if (MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
+        return MLN_ERR_MPI;
+    if (inter) {
+        MLN_ERROR("mln_stripe: intercommunicators are not supported");
+        return MLN_ERR_UNSUPPORTED;
+    }
+    if (peer != MPI_PROC_NULL && !(peer == MPI_ANY_SOURCE && !is_send) &&
+        (peer < 0 || peer >= size)) {
+        MLN_ERROR("mln_stripe_%s: rank %d is not in the communicator (size %d)",
+                  is_send ? "isend" : "irecv", peer, size);
+        return MLN_ERR_ARG;
+    }
+    if ((is_send && tag < 0) || (!is_send && tag < 0 && tag != MPI_ANY_TAG) || tag > s->tag_ub) {
+        MLN_ERROR("mln_stripe_%s: invalid tag %d", is_send ? "isend" : "irecv", tag);
+        return MLN_ERR_ARG;
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return MLN_ERR_NOMEM;
+    r->is_send = is_send;
+    r->ubuf = (void *)buf;
+    r->count = count;
+    r->dtype = dt;
+    r->comm = comm;
+    r->peer = peer;
+    r->tag = tag;
+    r->mreq = r->ctsreq = MPI_REQUEST_NULL;
+    r->peer_world = -1;
+    st = req_buffer(r, buf, is_send);
+    if (st != MLN_OK) {
+        free(r->pack);
+        free(r);
+        return st;
+    }
+    *out = r;
+    return MLN_OK;
+}
+
+/* Frees a request.  One that failed with MPI operations still pending on its own memory
+ * (header, CTS) is kept until mln_finalize, so that MPI never writes into freed memory. */
+static void req_free(mln_stripe_t *s, mln_req_t *r)
+{
+    int pending = 0;
+
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s && s->lanes[k] && s->lanes[k]->req_free)
+            s->lanes[k]->req_free(s, r);
+    if (r->mreq != MPI_REQUEST_NULL && !r->is_send && r->state != MLN_REQ_DONE)
+        MPI_Cancel(&r->mreq);
+    if (r->mreq != MPI_REQUEST_NULL) {
+        MPI_Request_free(&r->mreq);
+        pending = 1;
+    }
+    if (r->ctsreq != MPI_REQUEST_NULL) {
+        MPI_Request_free(&r->ctsreq);
+        pending = 1;
+    }
+    free(r->chunk_reqs);
+    r->chunk_reqs = NULL;
+    if (pending && s) {
+        r->next = s->zombies;
+        s->zombies = r;
+        return;
+    }
+    free(r->pack);
+    free(r);
+}
+
+/* World rank of `rank` in `comm`. */
+static mln_status_t world_rank_of(MPI_Comm comm, int rank, int *out)
+{
+    mln_status_t st = MLN_OK;
+    MPI_Group g, wg;
+
+    MLN_MPI_CHECK(MPI_Comm_group(comm, &g), st, out);
+    MLN_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &wg), st, free_g);
+    MLN_MPI_CHECK(MPI_Group_translate_ranks(g, 1, &rank, wg, out), st, free_wg);
+free_wg:
+    MPI_Group_free(&wg);
+free_g:
+    MPI_Group_free(&g);
+out:
+    return st;
+}
+
+/* Tag of a header-sized payload on the control comm. */
+static int inline_tag(const mln_stripe_t *s, uint64_t msg_id)
+{
+    return MLN_TAG_INLINE + (int)(msg_id % (uint64_t)s->inline_tags);
+}
+
+/* ---- send -------------------------------------------------------------------------------- */
+
+static mln_lane_kind_t send_kind(mln_stripe_t *s, int dest_world)
+{
+    mln_lane_kind_t kind = s->backend == MLN_STRIPE_TCP      ? MLN_LANE_TCP
+                           : s->backend == MLN_STRIPE_HELPER ? MLN_LANE_HELPER
+                                                             : MLN_LANE_MPI;
+
+    if (kind == MLN_LANE_TCP && (s->tcp_failed[dest_world] || !s->lanes[kind]->ready(s, dest_world))) {
+        if (!s->tcp_failed[dest_world])
+            MLN_WARN("tcp lanes to world rank %d unavailable: striping over MPI instead",
+                     dest_world);
+        s->tcp_failed[dest_world] = 1;
+        kind = MLN_LANE_MPI;
+    }
+    return kind;
+}
+
+/* Payload bytes per chunk for a message of `total` bytes. */
+static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
+{
+    uint64_t chunk = total / ((uint64_t)lanes * 4u);
+    uint64_t max_chunks = (uint64_t)(s->tag_ub - s->data_tag_lo) / 4u;
+
+    if (chunk > s->cfg->stripe_chunk)
+        chunk = s->cfg->stripe_chunk;
+    if (chunk < 65536)
+        chunk = 65536;
+    if (max_chunks > 0 && total / chunk >= max_chunks) /* keep chunk tags within tag_ub */
+        chunk = total / max_chunks + 1;
+    return chunk;
+}
+
+static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
+{
+    if (kind == MLN_LANE_HELPER)
+        return 2 * (int)s->cfg->stripe_helpers + 1;
+    return (int)s->cfg->stripe_lanes;
+}
+
+static mln_status_t send_start(mln_stripe_t *s, mln_req_t *r)
+{
+    mln_status_t st = MLN_OK;
+    int dest_world = -1, striped;
+
+    if (r->peer == MPI_PROC_NULL) {
+        r->state = MLN_REQ_DONE;
+        return MLN_OK;
+    }
+    MLN_CHECK(world_rank_of(r->comm, r->peer, &dest_world), st, out);
+    r->peer_world = dest_world;
+    striped = r->cap > s->cfg->stripe_threshold &&
+              (s->cfg->stripe_local || s->site_of[dest_world] != s->site_of[s->wrank]);
+    if (!striped && r->cap != MLN_STRIPE_HDR_SIZE) {
+        r->state = MLN_REQ_RAW;
+        MLN_MPI_CHECK(MPI_Isend(r->buf, (int)r->cap, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq),
+                      st, out);
+        active_add(s, r);
+        return MLN_OK;
+    }
+    r->msg_id = s->next_msg_id++;
+    r->total = r->cap;
+    r->hdr.magic = MLN_STRIPE_MAGIC;
+    r->hdr.version = MLN_STRIPE_VERSION;
+    r->hdr.src_world = s->wrank;
+    r->hdr.msg_id = r->msg_id;
+    r->hdr.total = r->total;
+    if (!striped) {
+        r->hdr.flags = MLN_HDR_INLINE;
+        r->hdr.kind = MLN_LANE_MPI;
+        hdr_seal(&r->hdr);
+        r->state = MLN_REQ_INLINE;
+        MLN_MPI_CHECK(MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
+                                &r->mreq),
+                      st, out);
+        MLN_MPI_CHECK(MPI_Isend(r->buf, MLN_STRIPE_HDR_SIZE, MPI_BYTE, dest_world,
+                                inline_tag(s, r->msg_id), s->ctrl, &r->ctsreq),
+                      st, out);
+        active_add(s, r);
+        return MLN_OK;
+    }
+    r->kind = send_kind(s, dest_world);
+    r->chunk = choose_chunk(s, r->total, lanes_of(s, r->kind));
+    r->hdr.kind = (uint32_t)r->kind;
+    r->hdr.chunk = r->chunk;
+    hdr_seal(&r->hdr);
+    r->state = MLN_REQ_CTS;
+    MLN_MPI_CHECK(MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
+                            &r->mreq),
+                  st, out);
+    active_add(s, r);
+    MLN_TRACE("send %llu: %llu bytes to world %d over %s, chunk %llu",
+              (unsigned long long)r->msg_id, (unsigned long long)r->total, dest_world,
+              s->lanes[r->kind]->name, (unsigned long long)r->chunk);
+out:
+    return st;
+}
+
+/* A CTS arrived: the payload of that send may go. */
+static void send_cts(mln_stripe_t *s, const mln_stripe_cts_t *c, int from)
+{
+    mln_req_t *r;
+
+    for (r = s->active; r; r = r->next)
+        if (r->is_send && r->state == MLN_REQ_CTS && r->peer_world == from &&
+            r->msg_id == c->msg_id)
+            break;
+    if (r == NULL) {
+        MLN_ERROR("CTS from world rank %d for unknown message %llu: ignored", from,
+                  (unsigned long long)c->msg_id);
+        return;
+    }
+    if (c->accept > r->total) {
+        mln_stripe_req_fail(s, r, MLN_ERR_DATA);
+        return;
+    }
+    r->accept = c->accept;
+    r->tag_base = c->tag_base;
+    r->nchunks = r->accept ? (r->accept + r->chunk - 1) / r->chunk : 0;
+    r->state = MLN_REQ_DATA;
+    r->last_progress = mln_stripe_now();
+    if (r->accept == 0)
+        req_finish(s, r, MLN_OK);
+}
+
+/* ---- receive ----------------------------------------------------------------------------- */
+
+static mln_status_t recv_start(mln_stripe_t *s, mln_req_t *r)
+{
+    mln_status_t st = MLN_OK;
+    uint64_t room = r->cap;
+    void *into = r->buf;
+
+    if (r->peer == MPI_PROC_NULL) {
+        r->st_source = MPI_PROC_NULL;
+        r->st_tag = MPI_ANY_TAG;
+        r->state = MLN_REQ_DONE;
+        return MLN_OK;
+    }
+    if (room < MLN_STRIPE_HDR_SIZE) { /* a header must fit: receive small ones aside */
+        r->use_small = 1;
+        into = r->small;
+        room = MLN_STRIPE_HDR_SIZE;
+    }
+    if (room > INT_MAX) /* a plain message is at most the threshold (<= 1 GiB) */
+        room = INT_MAX;
+    r->state = MLN_REQ_HDR;
+    MLN_MPI_CHECK(MPI_Irecv(into, (int)room, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq), st,
+                  out);
+    active_add(s, r);
+out:
+    return st;
+}
+
+/* Next free range of `n` chunk tags. */
+static int alloc_tags(mln_stripe_t *s, uint64_t n)
+{
+    int base;
+
+    if ((uint64_t)(s->tag_ub - s->data_tag_next) < n)
+        s->data_tag_next = s->data_tag_lo;
+    base = s->data_tag_next;
+    s->data_tag_next += (int)n;
+    return base;
+}
+
+/* The message on (comm, tag) matched: plain, inline or a header. */
+static mln_status_t recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
+{
+    mln_status_t st = MLN_OK;
+    int n = 0;
+    const void *got = r->use_small ? (const void *)r->small : (const void *)r->buf;
+
+    MPI_Get_count(mst, MPI_BYTE, &n);
+    r->st_source = mst->MPI_SOURCE;
+    r->st_tag = mst->MPI_TAG;
+    if (n != MLN_STRIPE_HDR_SIZE) { /* a plain message */
+        r->st_bytes = (uint64_t)n;
+        if (r->use_small) {
+            if ((uint64_t)n > r->cap) {
+                memcpy(r->buf, r->small, r->cap);
+                r->st_bytes = r->cap;
+                req_finish(s, r, MLN_ERR_TRUNCATE);
+                return MLN_OK;
+            }
+            memcpy(r->buf, r->small, (size_t)n);
+        }
+        req_finish(s, r, MLN_OK);
+        return MLN_OK;
+    }
+    if (!hdr_open(got, &r->hdr) || r->hdr.src_world < 0 || r->hdr.src_world >= s->wsize) {
+        MLN_ERROR("a %d-byte message from rank %d tag %d is not a valid Multilane header: does "
+                  "the sender use mln_stripe_send?",
+                  MLN_STRIPE_HDR_SIZE, mst->MPI_SOURCE, mst->MPI_TAG);
+        req_finish(s, r, MLN_ERR_DATA);
+        return MLN_OK;
+    }
+    r->peer_world = r->hdr.src_world;
+    r->msg_id = r->hdr.msg_id;
+    r->total = r->hdr.total;
+    r->kind = (mln_lane_kind_t)r->hdr.kind;
+    r->chunk = r->hdr.chunk;
+    if (r->hdr.flags & MLN_HDR_INLINE) {
+        void *into = r->cap >= MLN_STRIPE_HDR_SIZE ? (void *)r->buf : (void *)r->small;
+        r->state = MLN_REQ_INLINE;
+        MLN_MPI_CHECK(MPI_Irecv(into, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer_world,
+                                inline_tag(s, r->msg_id), s->ctrl, &r->mreq),
+                      st, out);
+        return MLN_OK;
+    }
+    if (r->chunk == 0 || s->lanes[r->kind] == NULL) {
+        MLN_ERROR("header from world rank %d: its lanes (kind %d) are not set up here (is "
+                  "MLN_STRIPE_BACKEND the same on every rank?)",
+                  r->peer_world, (int)r->kind);
+        req_finish(s, r, MLN_ERR_CONFIG);
+        return MLN_OK;
+    }
+    r->accept = r->total < r->cap ? r->total : r->cap;
+    r->st_bytes = r->accept;
+    r->nchunks = r->accept ? (r->accept + r->chunk - 1) / r->chunk : 0;
+    r->tag_base = r->kind == MLN_LANE_TCP ? 0 : alloc_tags(s, r->nchunks);
+    r->state = MLN_REQ_DATA;
+    r->last_progress = mln_stripe_now();
+    MLN_CHECK(s->lanes[r->kind]->recv_post(s, r), st, out);
+    r->cts.msg_id = r->msg_id;
+    r->cts.accept = r->accept;
+    r->cts.tag_base = r->tag_base;
+    MLN_MPI_CHECK(MPI_Isend(&r->cts, (int)sizeof(r->cts), MPI_BYTE, r->peer_world, MLN_TAG_CTS,
+                            s->ctrl, &r->ctsreq),
+                  st, out);
+    MLN_TRACE("recv %llu: %llu of %llu bytes from world %d over %s",
+              (unsigned long long)r->msg_id, (unsigned long long)r->accept,
+              (unsigned long long)r->total, r->peer_world, s->lanes[r->kind]->name);
+out:
+    return st;
+}
+
+/* ---- progress ---------------------------------------------------------------------------- */
+
+/* Tests the MPI side of one request; returns 1 when something happened. */
+static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
+{
+    MPI_Status mst;
+    int flag = 0, moved = 0;
+
+    if (r->mreq != MPI_REQUEST_NULL) {
+        if (MPI_Test(&r->mreq, &flag, &mst) != MPI_SUCCESS) {
+            mln_stripe_req_fail(s, r, MLN_ERR_MPI);
+            return 1;
+        }
+        if (flag) {
+            moved = 1;
+            if (r->state == MLN_REQ_RAW) {
+                req_finish(s, r, MLN_OK);
+            } else if (r->state == MLN_REQ_HDR) {
+                mln_status_t st = recv_matched(s, r, &mst);
+                if (st != MLN_OK)
+                    mln_stripe_req_fail(s, r, st);
+            } else if (r->state == MLN_REQ_INLINE && !r->is_send) {
+                if (r->cap < MLN_STRIPE_HDR_SIZE)
+                    memcpy(r->buf, r->small, r->cap);
+                r->st_bytes = r->cap < MLN_STRIPE_HDR_SIZE ? r->cap : MLN_STRIPE_HDR_SIZE;
+                req_finish(s, r, r->cap < MLN_STRIPE_HDR_SIZE ? MLN_ERR_TRUNCATE : MLN_OK);
+            }
+        }
+    }
+    if (r->state == MLN_REQ_DONE)
+        return moved;
+    if (r->ctsreq != MPI_REQUEST_NULL) {
+        if (MPI_Test(&r->ctsreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            mln_stripe_req_fail(s, r, MLN_ERR_MPI);
+            return 1;
+        }
+        if (flag) {
+            moved = 1;
+            if (r->state == MLN_REQ_DATA) /* all data may already be in */
+                mln_stripe_req_progress(s, r, 0);
+        }
+    }
+    if (r->is_send && r->state == MLN_REQ_INLINE && r->mreq == MPI_REQUEST_NULL &&
+        r->ctsreq == MPI_REQUEST_NULL)
+        req_finish(s, r, MLN_OK);
+    return moved;
+}
+
+static int poll_cts(mln_stripe_t *s)
+{
+    MPI_Status mst;
+    int flag = 0, moved = 0;
+
+    while (s->cts_req != MPI_REQUEST_NULL) {
+        if (MPI_Test(&s->cts_req, &flag, &mst) != MPI_SUCCESS || !flag)
+            break;
+        moved = 1;
+        send_cts(s, &s->cts_in, mst.MPI_SOURCE);
+        if (MPI_Irecv(&s->cts_in, (int)sizeof(s->cts_in), MPI_BYTE, MPI_ANY_SOURCE, MLN_TAG_CTS,
+                      s->ctrl, &s->cts_req) != MPI_SUCCESS)
+            s->cts_req = MPI_REQUEST_NULL;
+    }
+    return moved;
+}
+
+/* One pass: MPI requests, CTS, chunk scheduling, lane I/O (blocking up to wait_us). */
+static int progress(mln_stripe_t *s, int wait_us)
+{
+    int moved = poll_cts(s);
+    double now = mln_stripe_now();
+    mln_req_t *r, *next;
+
+    for (r = s->active; r; r = next) {
+        next = r->next;
+        moved |= req_test_mpi(s, r);
+    }
+    for (r = s->active; r; r = next) {
+        next = r->next;
+        if (r->state != MLN_REQ_DATA)
+            continue;
+        if (r->is_send && r->next_off < r->accept)
+            s->lanes[r->kind]->send_fill(s, r);
+        if (now - r->last_progress > (double)s->cfg->stripe_timeout) {
+            MLN_ERROR("striped %s of message %llu with world rank %d: no progress for %lld s "
+                      "(MLN_STRIPE_TIMEOUT)",
+                      r->is_send ? "send" : "receive", (unsigned long long)r->msg_id,
+                      r->peer_world, (long long)s->cfg->stripe_timeout);
+            mln_stripe_req_fail(s, r, MLN_ERR_TIMEOUT);
+        }
+    }
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k])
+            moved |= s->lanes[k]->progress(s, moved ? 0 : wait_us);
+    if (!moved && wait_us > 0 && s->lanes[MLN_LANE_TCP] == NULL) { /* tcp sleeps in poll() */
+        struct timespec ts = {0, (long)wait_us * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    return moved;
+}
+
+/* Progress until *done (or forever-safe: failures complete requests). */
+static void progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
+{
+    int idle = 0;
+
+    for (;;) {
+        int all = 1;
+        for (int i = 0; i < n; i++)
+            if (reqs[i] && reqs[i]->state != MLN_REQ_DONE)
+                all = 0;
+        if (all)
+            return;
+        /* Spin first (latency), then let poll() sleep in short steps (CPU for the others). */
+        if (progress(s, idle > 2000 ? 50 : 0))
+            idle = 0;
+        else
+            idle++;
+    }
+}
+
+/* ---- the API ----------------------------------------------------------------------------- */
+
+static void status_fill(const mln_req_t *r, MPI_Status *status)
+{
+    if (status == MPI_STATUS_IGNORE || r->is_send)
+        return;
+    status->MPI_SOURCE = r->st_source;
+    status->MPI_TAG = r->st_tag;
+    status->MPI_ERROR = r->result == MLN_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+    MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)r->st_bytes);
+    MPI_Status_set_cancelled(status, 0);
+}
+
+/* Completes a DONE request: unpack, status, free. */
+static mln_status_t req_complete(mln_stripe_t *s, mln_req_t **request, MPI_Status *status)
+{
+    mln_req_t *r = *request;
+    mln_status_t st = r->result;
+    int pos = 0;
+
+    if (!r->is_send && r->packed && (st == MLN_OK || st == MLN_ERR_TRUNCATE) &&
+        MPI_Unpack(r->pack, (int)r->cap, &pos, r->ubuf, (int)r->count, r->dtype, r->comm) !=
+            MPI_SUCCESS)
+        st = MLN_ERR_MPI;
+    status_fill(r, status);
+    req_free(s, r);
+    *request = MLN_REQUEST_NULL;
+    return st;
+}
+
+mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                              int tag, MPI_Comm comm, mln_request_t *request)
+{
+    mln_stripe_t *s = mln_the_stripe;
+    mln_req_t *r = NULL;
+    mln_status_t st;
+
+    st = req_new(s, buf, count, datatype, dest, tag, comm, 1, &r);
+    if (st != MLN_OK)
+        return st;
+    st = send_start(s, r);
+    if (st != MLN_OK) {
+        if (r->state != MLN_REQ_DONE && (r->prev || r->next || s->active == r))
+            active_del(s, r);
+        req_free(s, r);
+        return st;
+    }
+    *request = r;
+    progress(s, 0);
+    return MLN_OK;
+}
+
+mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
+                              MPI_Comm comm, mln_request_t *request)
+{
+    mln_stripe_t *s = mln_the_stripe;
+    mln_req_t *r = NULL;
+    mln_status_t st;
+
+    st = req_new(s, buf, count, datatype, source, tag, comm, 0, &r);
+    if (st != MLN_OK)
+        return st;
+    st = recv_start(s, r);
+    if (st != MLN_OK) {
+        req_free(s, r);
+        return st;
+    }
+    *request = r;
+    return MLN_OK;
+}
+
+mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (request == NULL)
+        return MLN_ERR_ARG;
+    if (*request == MLN_REQUEST_NULL)
+        return MLN_OK;
+    progress_until(s, request, 1);
+    return req_complete(s, request, status);
+}
+
+mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *status)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (request == NULL || done == NULL)
+        return MLN_ERR_ARG;
+    *done = 0;
+    if (*request == MLN_REQUEST_NULL) {
+        *done = 1;
+        return MLN_OK;
+    }
+    if ((*request)->state != MLN_REQ_DONE)
+        progress(s, 0);
+    if ((*request)->state != MLN_REQ_DONE)
+        return MLN_OK;
+    *done = 1;
+    return req_complete(s, request, status);
+}
+
+mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status statuses[])
+{
+    mln_stripe_t *s = mln_the_stripe;
+    mln_status_t first = MLN_OK, st;
+
+    if (count < 0 || (count > 0 && requests == NULL))
+        return MLN_ERR_ARG;
+    if (count == 0)
+        return MLN_OK;
+    progress_until(s, requests, count);
+    for (int i = 0; i < count; i++) {
+        if (requests[i] == MLN_REQUEST_NULL)
+            continue;
+        st = req_complete(s, &requests[i],
+                          statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i]);
+        if (st != MLN_OK && first == MLN_OK)
+            first = st;
+    }
+    return first;
+}
+
+mln_status_t mln_stripe_send(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                             int tag, MPI_Comm comm)
+{
+    mln_request_t req = MLN_REQUEST_NULL;
+    mln_status_t st = mln_stripe_isend(buf, count, datatype, dest, tag, comm, &req);
+
+    return st != MLN_OK ? st : mln_stripe_wait(&req, MPI_STATUS_IGNORE);
+}
+
+mln_status_t mln_stripe_recv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
+                             MPI_Comm comm, MPI_Status *status)
+{
+    mln_request_t req = MLN_REQUEST_NULL;
+    mln_status_t st = mln_stripe_irecv(buf, count, datatype, source, tag, comm, &req);
+
+    return st != MLN_OK ? st : mln_stripe_wait(&req, status);
+}
+
+const char *mln_stripe_backend_name(void)
+{
+    static const char *const names[] = {"tcp", "helper", "mpi"};
+    mln_stripe_t *s = mln_the_stripe;
+
+    return s ? names[s->backend] : "none";
+}
+
+int mln_stripe_lanes(void)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (s == NULL)
+        return 0;
+    return s->backend == MLN_STRIPE_HELPER ? 2 * (int)s->cfg->stripe_helpers + 1
+                                           : (int)s->cfg->stripe_lanes;
+}
+
+MPI_Comm mln_comm_world(void)
+{
+    return mln_the_stripe ? mln_the_stripe->app : MPI_COMM_NULL;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+/* Every rank must agree on the backend and the helper count. */
+static mln_status_t check_agreement(mln_stripe_t *s)
+{
+    mln_status_t st = MLN_OK;
+    int mine[2] = {s->backend, (int)s->cfg->stripe_helpers}, lo[2], hi[2];
+
+    MLN_MPI_CHECK(MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD), st, out);
+    MLN_MPI_CHECK(MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), st, out);
+    if (lo[0] != hi[0] || (s->backend == MLN_STRIPE_HELPER && lo[1] != hi[1])) {
+        MLN_ERROR("MLN_STRIPE_BACKEND and MLN_STRIPE_HELPERS must be the same on every rank");
+        st = MLN_ERR_CONFIG;
+    }
+out:
+    return st;
+}
+
+mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
+{
+    mln_status_t st = MLN_OK;
+    mln_stripe_t *s;
+    int *ub = NULL, flag = 0;
+
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return MLN_ERR_NOMEM;
+    s->ctx = ctx;
+    s->cfg = &ctx->cfg;
+    s->backend = ctx->cfg.stripe_backend;
+    s->wrank = ctx->world_rank;
+    s->wsize = ctx->world_size;
+    s->ctrl = s->app = MPI_COMM_NULL;
+    s->cts_req = MPI_REQUEST_NULL;
+    s->next_msg_id = 1;
+    MLN_CHECK(check_agreement(s), st, err_free);
+    MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
+    MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, err_free);
+    s->tag_ub = flag && ub ? *ub : 32767;
+    s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
+    s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
+    s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));
+    if (s->tcp_failed == NULL) {
+        st = MLN_ERR_NOMEM;
+        goto err_free;
+    }
+    MLN_CHECK(mln_sitemap_build(s), st, err_free);
+    s->lanes[MLN_LANE_MPI] = &mln_lane_mpi_ops;
+    if (s->backend == MLN_STRIPE_TCP)
+        s->lanes[MLN_LANE_TCP] = &mln_lane_tcp_ops;
+    if (s->backend == MLN_STRIPE_HELPER)
+        s->lanes[MLN_LANE_HELPER] = &mln_lane_helper_ops;
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->open)
+            MLN_CHECK(s->lanes[k]->open(s), st, err_lanes);
+    if (s->backend != MLN_STRIPE_HELPER) /* helper_open split it off */
+        MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->app), st, err_lanes);
+    MLN_MPI_CHECK(MPI_Irecv(&s->cts_in, (int)sizeof(s->cts_in), MPI_BYTE, MPI_ANY_SOURCE,
+                            MLN_TAG_CTS, s->ctrl, &s->cts_req),
+                  st, err_lanes);
+    mln_the_stripe = s;
+    MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tag_ub %d",
+              mln_stripe_backend_name(), mln_stripe_lanes(),
+              (unsigned long long)s->cfg->stripe_threshold,
+              (unsigned long long)s->cfg->stripe_chunk, s->tag_ub);
+    *out = s;
+    return MLN_OK;
+
+err_lanes:
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->close)
+            s->lanes[k]->close(s);
+err_free:
+    if (s->ctrl != MPI_COMM_NULL)
+        MPI_Comm_free(&s->ctrl);
+    free(s->tcp_failed);
+    free(s->host_of);
+    free(s->site_of);
+    free(s);
+    return st;
+}
+
+void mln_stripe_fini(mln_stripe_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->nactive > 0)
+        MLN_WARN("mln_finalize: %d striped requests still active (never waited for)",
+                 s->nactive);
+    while (s->active) {
+        mln_req_t *r = s->active;
+        active_del(s, r);
+        req_free(s, r);
+    }
+    while (s->zombies) {
+        mln_req_t *r = s->zombies;
+        s->zombies = r->next;
+        free(r->pack);
+        free(r);
+    }
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->close)
+            s->lanes[k]->close(s);
+    if (s->cts_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&s->cts_req);
+        MPI_Wait(&s->cts_req, MPI_STATUS_IGNORE);
+    }
+    if (s->app != MPI_COMM_NULL)
+        MPI_Comm_free(&s->app);
+    if (s->ctrl != MPI_COMM_NULL)
+        MPI_Comm_free(&s->ctrl);
+    if (mln_the_stripe == s)
+        mln_the_stripe = NULL;
+    free(s->tcp_failed);
+    free(s->host_of);
+    free(s->site_of);
+    free(s);
+}
