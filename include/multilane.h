@@ -84,7 +84,7 @@ mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status);
 mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *status);
 /* Waits for all; returns MLN_OK or the first failed request's status (all are completed and
  * freed either way).  statuses may be MPI_STATUSES_IGNORE. */
-mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status statuses[]);
+mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status *statuses);
 
 /* The backend's name ("tcp", "helper", "mpi") and lanes per peer, as configured. */
 const char *mln_stripe_backend_name(void);

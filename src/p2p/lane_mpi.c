@@ -166,6 +166,11 @@ void mln_mpilane_req_free(mln_stripe_t *s, mln_req_t *r)
     }
 }
 
+int mln_mpilane_busy(const mln_stripe_t *s)
+{
+    return s->mpilane != NULL && s->mpilane->ops != NULL;
+}
+
 mln_status_t mln_mpilane_open(mln_stripe_t *s)
 {
     if (s->mpilane != NULL)

@@ -671,7 +671,7 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
                                            .events = (short)(POLLIN | (t->peers[p].out[i].head
                                                                            ? POLLOUT
                                                                            : 0))};
-    if (ppoll(t->pfds, (nfds_t)n, moved ? &(struct timespec){0, 0} : &ts, NULL) <= 0)
+    if (ppoll(t->pfds, (nfds_t)n, &ts, NULL) <= 0)
         return moved;
     if (t->pfds[0].revents & POLLIN)
         tcp_accept(s);

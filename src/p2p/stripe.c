@@ -601,7 +601,7 @@ static int poll_cts(mln_stripe_t *s)
 /* One pass: MPI requests, CTS, chunk scheduling, lane I/O (blocking up to wait_us). */
 static int progress(mln_stripe_t *s, int wait_us)
 {
-    int moved = poll_cts(s);
+    int moved = poll_cts(s), need_mpi = mln_mpilane_busy(s);
     double now = mln_stripe_now();
     mln_req_t *r, *next;
 
@@ -611,6 +611,8 @@ static int progress(mln_stripe_t *s, int wait_us)
     }
     for (r = s->active; r; r = next) {
         next = r->next;
+        if (r->state != MLN_REQ_DATA || r->kind != MLN_LANE_TCP || r->ctsreq != MPI_REQUEST_NULL)
+            need_mpi = 1; /* something only MPI_Test can move */
         if (r->state != MLN_REQ_DATA)
             continue;
         if (r->is_send && r->next_off < r->accept)
@@ -623,9 +625,13 @@ static int progress(mln_stripe_t *s, int wait_us)
             mln_stripe_req_fail(s, r, MLN_ERR_TIMEOUT);
         }
     }
+    /* Only tcp lanes left to move: sleep in poll() until a socket is ready (no CPU spent
+     * spinning, which the delay line and the peer need on a small host). */
+    if (!need_mpi && s->active != NULL)
+        wait_us = 2000;
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s->lanes[k])
-            moved |= s->lanes[k]->progress(s, moved ? 0 : wait_us);
+            moved |= s->lanes[k]->progress(s, need_mpi && moved ? 0 : wait_us);
     if (!moved && wait_us > 0 && s->lanes[MLN_LANE_TCP] == NULL) { /* tcp sleeps in poll() */
         struct timespec ts = {0, (long)wait_us * 1000L};
         nanosleep(&ts, NULL);
@@ -755,7 +761,7 @@ mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *stat
     return req_complete(s, request, status);
 }
 
-mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status statuses[])
+mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status *statuses)
 {
     mln_stripe_t *s = mln_the_stripe;
     mln_status_t first = MLN_OK, st;

@@ -163,6 +163,8 @@ mln_status_t mln_mpilane_recv_post(mln_stripe_t *s, mln_req_t *r);
 mln_status_t mln_mpilane_post(mln_stripe_t *s, mln_req_t *r, int route, int via);
 int mln_mpilane_route_load(const mln_stripe_t *s, int peer, int route);
 int mln_mpilane_progress(mln_stripe_t *s);
+/* 1 while chunk sends are in flight (progress must keep calling MPI_Test). */
+int mln_mpilane_busy(const mln_stripe_t *s);
 void mln_mpilane_req_free(mln_stripe_t *s, mln_req_t *r);
 
 /* ---- the engine -------------------------------------------------------------------------- */
