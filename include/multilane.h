@@ -71,12 +71,12 @@ typedef struct mln_stripe_request *mln_request_t;
 
 mln_status_t mln_stripe_send(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
                              int tag, MPI_Comm comm);
-mln_status_t mln_stripe_recv(void *buf, int64_t count, MPI_Datatype datatype, int source,
-                             int tag, MPI_Comm comm, MPI_Status *status);
+mln_status_t mln_stripe_recv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
+                             MPI_Comm comm, MPI_Status *status);
 mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
                               int tag, MPI_Comm comm, mln_request_t *request);
-mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source,
-                              int tag, MPI_Comm comm, mln_request_t *request);
+mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
+                              MPI_Comm comm, mln_request_t *request);
 /* Completes *request and sets it to MLN_REQUEST_NULL; returns the request's own status.
  * status may be MPI_STATUS_IGNORE; a null request returns MLN_OK at once. */
 mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status);

@@ -85,20 +85,20 @@ const mln_tunable_t *mln_tunables(size_t *count);
 
 /* Parsed values of the library's tunables (one field per table row). */
 typedef struct mln_config {
-    int log_level;      /* MLN_LOG: a mln_log_level_t */
-    char log_file[256]; /* MLN_LOG_FILE: "" = stderr; "%r" is replaced by the MPI rank */
-    int stripe_backend; /* MLN_STRIPE_BACKEND: a mln_stripe_backend_t */
-    int64_t stripe_lanes;        /* MLN_STRIPE_LANES: lanes (tcp sockets, mpi streams) per peer */
-    int64_t stripe_helpers;      /* MLN_STRIPE_HELPERS: helper ranks per node (helper backend) */
-    uint64_t stripe_threshold;   /* MLN_STRIPE_THRESHOLD: larger messages to remote peers stripe */
-    uint64_t stripe_chunk;       /* MLN_STRIPE_CHUNK: largest chunk given to one lane */
-    uint64_t stripe_sockbuf;     /* MLN_STRIPE_SOCKBUF: SO_SNDBUF/SO_RCVBUF, 0 = host default */
-    char stripe_congestion[32];  /* MLN_STRIPE_CONGESTION: TCP_CONGESTION, "" = host default */
-    char site_map[1024];         /* MLN_SITE_MAP: "pattern=site,..."; "" = each host a site */
-    int stripe_local;            /* MLN_STRIPE_LOCAL: stripe between peers of one site too */
-    int64_t stripe_timeout;      /* MLN_STRIPE_TIMEOUT: seconds without progress = failure */
-    char stripe_addr[64];        /* MLN_STRIPE_IFACE: interface whose address lanes use */
-    char stripe_fault[64];       /* MLN_STRIPE_FAULT: test hook, "reset:LANE:BYTES" */
+    int log_level;              /* MLN_LOG: a mln_log_level_t */
+    char log_file[256];         /* MLN_LOG_FILE: "" = stderr; "%r" is replaced by the MPI rank */
+    int stripe_backend;         /* MLN_STRIPE_BACKEND: a mln_stripe_backend_t */
+    int64_t stripe_lanes;       /* MLN_STRIPE_LANES: lanes (tcp sockets, mpi streams) per peer */
+    int64_t stripe_helpers;     /* MLN_STRIPE_HELPERS: helper ranks per node (helper backend) */
+    uint64_t stripe_threshold;  /* MLN_STRIPE_THRESHOLD: larger messages to remote peers stripe */
+    uint64_t stripe_chunk;      /* MLN_STRIPE_CHUNK: largest chunk given to one lane */
+    uint64_t stripe_sockbuf;    /* MLN_STRIPE_SOCKBUF: SO_SNDBUF/SO_RCVBUF, 0 = host default */
+    char stripe_congestion[32]; /* MLN_STRIPE_CONGESTION: TCP_CONGESTION, "" = host default */
+    char site_map[1024];        /* MLN_SITE_MAP: "pattern=site,..."; "" = each host a site */
+    int stripe_local;           /* MLN_STRIPE_LOCAL: stripe between peers of one site too */
+    int64_t stripe_timeout;     /* MLN_STRIPE_TIMEOUT: seconds without progress = failure */
+    char stripe_addr[64];       /* MLN_STRIPE_IFACE: interface whose address lanes use */
+    char stripe_fault[64];      /* MLN_STRIPE_FAULT: test hook, "reset:LANE:BYTES" */
 } mln_config_t;
 
 /* Source of values: returns the text for `name`, or NULL when unset (getenv-like). */

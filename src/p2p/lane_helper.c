@@ -78,9 +78,9 @@ static mln_status_t helper_open(mln_stripe_t *s)
                       k, k, k);
         return MLN_ERR_CONFIG;
     }
-    MLN_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, h->is_helper ? MPI_UNDEFINED : 0, s->wrank,
-                                 &s->app),
-                  st, out);
+    MLN_MPI_CHECK(
+        MPI_Comm_split(MPI_COMM_WORLD, h->is_helper ? MPI_UNDEFINED : 0, s->wrank, &s->app), st,
+        out);
     if (h->is_helper)
         MLN_DEBUG("world rank %d is a helper (%d per host)", s->wrank, k);
 out:
@@ -186,8 +186,8 @@ mln_status_t mln_helper_serve(mln_stripe_t *s)
             busy |= sl->state != SLOT_FREE;
         }
         if (hdr_req == MPI_REQUEST_NULL && free_slot >= 0 && !leaving)
-            MLN_MPI_CHECK(MPI_Irecv(&in, (int)sizeof(in), MPI_BYTE, MPI_ANY_SOURCE,
-                                    MLN_TAG_FWD_HDR, s->ctrl, &hdr_req),
+            MLN_MPI_CHECK(MPI_Irecv(&in, (int)sizeof(in), MPI_BYTE, MPI_ANY_SOURCE, MLN_TAG_FWD_HDR,
+                                    s->ctrl, &hdr_req),
                           st, out);
         if (hdr_req != MPI_REQUEST_NULL) {
             MLN_MPI_CHECK(MPI_Test(&hdr_req, &flag, &mst), st, out);
@@ -205,8 +205,8 @@ mln_status_t mln_helper_serve(mln_stripe_t *s)
                 sl->fwd = in;
                 sl->src = mst.MPI_SOURCE;
                 /* Posted right after its header matched: chunks from one sender stay paired. */
-                MLN_MPI_CHECK(MPI_Irecv(sl->buf, (int)in.len, MPI_BYTE, sl->src,
-                                        MLN_TAG_FWD_DATA, s->ctrl, &sl->req),
+                MLN_MPI_CHECK(MPI_Irecv(sl->buf, (int)in.len, MPI_BYTE, sl->src, MLN_TAG_FWD_DATA,
+                                        s->ctrl, &sl->req),
                               st, out);
                 sl->state = SLOT_DATA;
                 moved = busy = 1;

@@ -56,9 +56,8 @@ mln_status_t mln_mpilane_post(mln_stripe_t *s, mln_req_t *r, int route, int via)
     o->len = len;
     o->mreq[0] = o->mreq[1] = MPI_REQUEST_NULL;
     if (via >= 0) { /* through a helper: where to, then the bytes */
-        o->fwd = (mln_fwd_hdr_t){.dest = r->peer_world,
-                                 .tag = r->tag_base + (int)index,
-                                 .len = len};
+        o->fwd =
+            (mln_fwd_hdr_t){.dest = r->peer_world, .tag = r->tag_base + (int)index, .len = len};
         MLN_MPI_CHECK(MPI_Isend(&o->fwd, (int)sizeof(o->fwd), MPI_BYTE, via, MLN_TAG_FWD_HDR,
                                 s->ctrl, &o->mreq[0]),
                       st, err);

@@ -207,8 +207,7 @@ static mln_status_t tcp_open(mln_stripe_t *s)
     }
     if (s->cfg->stripe_addr[0])
         sa.sin_addr.s_addr = mine.addrs[0];
-    MLN_SYS_CHECK(t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), st,
-                  out);
+    MLN_SYS_CHECK(t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), st, out);
     MLN_SYS_CHECK(setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), st, out);
     MLN_CHECK(tune_socket(s, t->lfd), st, out); /* accepted sockets inherit buffers, cc */
     MLN_SYS_CHECK(bind(t->lfd, (struct sockaddr *)&sa, sizeof(sa)), st, out);
@@ -220,7 +219,8 @@ out:
     if (st != MLN_OK)
         mine.port = 0;
     if (MPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, t->cards, (int)sizeof(mine), MPI_BYTE,
-                      MPI_COMM_WORLD) != MPI_SUCCESS && st == MLN_OK)
+                      MPI_COMM_WORLD) != MPI_SUCCESS &&
+        st == MLN_OK)
         st = MLN_ERR_MPI;
     if (s->wrank == 0)
         t->nonce = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)t;
@@ -467,8 +467,8 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
                 (struct iovec){(char *)&c->frame + c->sent, (size_t)(flen - c->sent)};
             iov[msg.msg_iovlen++] = (struct iovec){c->req->buf + c->off, c->frame.len};
         } else {
-            iov[msg.msg_iovlen++] = (struct iovec){c->req->buf + c->off + (c->sent - flen),
-                                                   (size_t)(total - c->sent)};
+            iov[msg.msg_iovlen++] =
+                (struct iovec){c->req->buf + c->off + (c->sent - flen), (size_t)(total - c->sent)};
         }
         n = sendmsg(o->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
@@ -568,8 +568,8 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
                     f.len == 0 || f.offset > r->accept || f.len > r->accept - f.offset) {
                     MLN_ERROR("tcp: bad frame from world rank %d (message %llu, offset %llu, "
                               "length %u): its lanes are closed",
-                              in->src, (unsigned long long)f.msg_id,
-                              (unsigned long long)f.offset, f.len);
+                              in->src, (unsigned long long)f.msg_id, (unsigned long long)f.offset,
+                              f.len);
                     fail_in_peer(s, in->src, MLN_ERR_DATA);
                     return 0; /* in was freed */
                 }
@@ -667,10 +667,9 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
         t->pfds[n++] = (struct pollfd){.fd = t->ins[i]->fd, .events = POLLIN};
     for (int p = 0; p < s->wsize; p++)
         for (int i = 0; i < t->peers[p].nout; i++)
-            t->pfds[n++] = (struct pollfd){.fd = t->peers[p].out[i].fd,
-                                           .events = (short)(POLLIN | (t->peers[p].out[i].head
-                                                                           ? POLLOUT
-                                                                           : 0))};
+            t->pfds[n++] = (struct pollfd){
+                .fd = t->peers[p].out[i].fd,
+                .events = (short)(POLLIN | (t->peers[p].out[i].head ? POLLOUT : 0))};
     if (ppoll(t->pfds, (nfds_t)n, &ts, NULL) <= 0)
         return moved;
     if (t->pfds[0].revents & POLLIN)

@@ -23,16 +23,10 @@
 #include "stripe_int.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static mln_stripe_t *mln_the_stripe;
-
-mln_stripe_t *mln_stripe_engine(void)
-{
-    return mln_the_stripe;
-}
 
 double mln_stripe_now(void)
 {
@@ -78,17 +72,20 @@ _Static_assert(sizeof(mln_stripe_hdr_t) == MLN_STRIPE_HDR_SIZE, "header is 64 by
 
 /* ---- active list ------------------------------------------------------------------------- */
 
+/* Appends: the list is in posting order, which is the order receives must match in. */
 static void active_add(mln_stripe_t *s, mln_req_t *r)
 {
-    r->prev = NULL;
-    r->next = s->active;
-    if (s->active)
-        s->active->prev = r;
-    s->active = r;
+    r->next = NULL;
+    r->prev = s->active_tail;
+    if (s->active_tail)
+        s->active_tail->next = r;
+    else
+        s->active = r;
+    s->active_tail = r;
     s->nactive++;
 }
 
-static void active_del(mln_stripe_t *s, mln_req_t *r)
+void mln_stripe_active_del(mln_stripe_t *s, mln_req_t *r)
 {
     if (r->prev)
         r->prev->next = r->next;
@@ -96,6 +93,8 @@ static void active_del(mln_stripe_t *s, mln_req_t *r)
         s->active = r->next;
     if (r->next)
         r->next->prev = r->prev;
+    else if (s->active_tail == r)
+        s->active_tail = r->prev;
     r->prev = r->next = NULL;
     s->nactive--;
 }
@@ -116,7 +115,7 @@ static void req_finish(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
     if (r->result == MLN_OK)
         r->result = st;
     r->state = MLN_REQ_DONE;
-    active_del(s, r);
+    mln_stripe_active_del(s, r);
 }
 
 void mln_stripe_req_fail(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
@@ -156,8 +155,8 @@ static mln_status_t req_buffer(mln_req_t *r, const void *buf, int is_send)
     MLN_MPI_CHECK(MPI_Type_get_extent_x(r->dtype, &lb, &extent), st, out);
     MLN_MPI_CHECK(MPI_Type_get_true_extent_x(r->dtype, &tlb, &textent), st, out);
     if (size < 0 || (size > 0 && (uint64_t)r->count > UINT64_MAX / (uint64_t)size)) {
-        MLN_ERROR("striped message: count %lld x type size %lld overflows",
-                  (long long)r->count, (long long)size);
+        MLN_ERROR("striped message: count %lld x type size %lld overflows", (long long)r->count,
+                  (long long)size);
         return MLN_ERR_ARG;
     }
     r->cap = (uint64_t)r->count * (uint64_t)size;
@@ -188,8 +187,8 @@ out:
     return st;
 }
 
-static mln_status_t req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI_Datatype dt,
-                            int peer, int tag, MPI_Comm comm, int is_send, mln_req_t **out)
+mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI_Datatype dt,
+                                int peer, int tag, MPI_Comm comm, int is_send, mln_req_t **out)
 {
     mln_status_t st;
     int inter = 0, size = 0;
@@ -205,7 +204,8 @@ static mln_status_t req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI
                   is_send ? "isend" : "irecv", (long long)count, buf);
         return MLN_ERR_ARG;
     }
-    if (MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
+    if (MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+        MPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return MLN_ERR_MPI;
     if (inter) {
         MLN_ERROR("mln_stripe: intercommunicators are not supported");
@@ -245,7 +245,7 @@ static mln_status_t req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI
 
 /* Frees a request.  One that failed with MPI operations still pending on its own memory
  * (header, CTS) is kept until mln_finalize, so that MPI never writes into freed memory. */
-static void req_free(mln_stripe_t *s, mln_req_t *r)
+void mln_stripe_req_free(mln_stripe_t *s, mln_req_t *r)
 {
     int pending = 0;
 
@@ -304,7 +304,8 @@ static mln_lane_kind_t send_kind(mln_stripe_t *s, int dest_world)
                            : s->backend == MLN_STRIPE_HELPER ? MLN_LANE_HELPER
                                                              : MLN_LANE_MPI;
 
-    if (kind == MLN_LANE_TCP && (s->tcp_failed[dest_world] || !s->lanes[kind]->ready(s, dest_world))) {
+    if (kind == MLN_LANE_TCP &&
+        (s->tcp_failed[dest_world] || !s->lanes[kind]->ready(s, dest_world))) {
         if (!s->tcp_failed[dest_world])
             MLN_WARN("tcp lanes to world rank %d unavailable: striping over MPI instead",
                      dest_world);
@@ -336,7 +337,7 @@ static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
     return (int)s->cfg->stripe_lanes;
 }
 
-static mln_status_t send_start(mln_stripe_t *s, mln_req_t *r)
+mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
 {
     mln_status_t st = MLN_OK;
     int dest_world = -1, striped;
@@ -368,9 +369,9 @@ static mln_status_t send_start(mln_stripe_t *s, mln_req_t *r)
         r->hdr.kind = MLN_LANE_MPI;
         hdr_seal(&r->hdr);
         r->state = MLN_REQ_INLINE;
-        MLN_MPI_CHECK(MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
-                                &r->mreq),
-                      st, out);
+        MLN_MPI_CHECK(
+            MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq),
+            st, out);
         MLN_MPI_CHECK(MPI_Isend(r->buf, MLN_STRIPE_HDR_SIZE, MPI_BYTE, dest_world,
                                 inline_tag(s, r->msg_id), s->ctrl, &r->ctsreq),
                       st, out);
@@ -383,9 +384,9 @@ static mln_status_t send_start(mln_stripe_t *s, mln_req_t *r)
     r->hdr.chunk = r->chunk;
     hdr_seal(&r->hdr);
     r->state = MLN_REQ_CTS;
-    MLN_MPI_CHECK(MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
-                            &r->mreq),
-                  st, out);
+    MLN_MPI_CHECK(
+        MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq), st,
+        out);
     active_add(s, r);
     MLN_TRACE("send %llu: %llu bytes to world %d over %s, chunk %llu",
               (unsigned long long)r->msg_id, (unsigned long long)r->total, dest_world,
@@ -423,7 +424,12 @@ static void send_cts(mln_stripe_t *s, const mln_stripe_cts_t *c, int from)
 
 /* ---- receive ----------------------------------------------------------------------------- */
 
-static mln_status_t recv_start(mln_stripe_t *s, mln_req_t *r)
+/*
+ * A receive is posted at once as MPI_Irecv on (source, tag, comm), into the user's buffer (or
+ * the 64-byte header room when the buffer is smaller), so that MPI itself does the matching,
+ * in posting order.  What lands is a plain message or, if exactly 64 bytes, a header.
+ */
+mln_status_t mln_stripe_recv_start(mln_stripe_t *s, mln_req_t *r)
 {
     mln_status_t st = MLN_OK;
     uint64_t room = r->cap;
@@ -462,34 +468,15 @@ static int alloc_tags(mln_stripe_t *s, uint64_t n)
     return base;
 }
 
-/* The message on (comm, tag) matched: plain, inline or a header. */
-static mln_status_t recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
+/* A header matched (its 64 bytes are in r->small): inline, or a striped message. */
+static mln_status_t recv_header(mln_stripe_t *s, mln_req_t *r)
 {
     mln_status_t st = MLN_OK;
-    int n = 0;
-    const void *got = r->use_small ? (const void *)r->small : (const void *)r->buf;
 
-    MPI_Get_count(mst, MPI_BYTE, &n);
-    r->st_source = mst->MPI_SOURCE;
-    r->st_tag = mst->MPI_TAG;
-    if (n != MLN_STRIPE_HDR_SIZE) { /* a plain message */
-        r->st_bytes = (uint64_t)n;
-        if (r->use_small) {
-            if ((uint64_t)n > r->cap) {
-                memcpy(r->buf, r->small, r->cap);
-                r->st_bytes = r->cap;
-                req_finish(s, r, MLN_ERR_TRUNCATE);
-                return MLN_OK;
-            }
-            memcpy(r->buf, r->small, (size_t)n);
-        }
-        req_finish(s, r, MLN_OK);
-        return MLN_OK;
-    }
-    if (!hdr_open(got, &r->hdr) || r->hdr.src_world < 0 || r->hdr.src_world >= s->wsize) {
+    if (!hdr_open(r->small, &r->hdr) || r->hdr.src_world < 0 || r->hdr.src_world >= s->wsize) {
         MLN_ERROR("a %d-byte message from rank %d tag %d is not a valid Multilane header: does "
                   "the sender use mln_stripe_send?",
-                  MLN_STRIPE_HDR_SIZE, mst->MPI_SOURCE, mst->MPI_TAG);
+                  MLN_STRIPE_HDR_SIZE, r->st_source, r->st_tag);
         req_finish(s, r, MLN_ERR_DATA);
         return MLN_OK;
     }
@@ -500,6 +487,7 @@ static mln_status_t recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status
     r->chunk = r->hdr.chunk;
     if (r->hdr.flags & MLN_HDR_INLINE) {
         void *into = r->cap >= MLN_STRIPE_HDR_SIZE ? (void *)r->buf : (void *)r->small;
+        r->use_small = r->cap < MLN_STRIPE_HDR_SIZE;
         r->state = MLN_REQ_INLINE;
         MLN_MPI_CHECK(MPI_Irecv(into, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer_world,
                                 inline_tag(s, r->msg_id), s->ctrl, &r->mreq),
@@ -526,11 +514,47 @@ static mln_status_t recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status
     MLN_MPI_CHECK(MPI_Isend(&r->cts, (int)sizeof(r->cts), MPI_BYTE, r->peer_world, MLN_TAG_CTS,
                             s->ctrl, &r->ctsreq),
                   st, out);
-    MLN_TRACE("recv %llu: %llu of %llu bytes from world %d over %s",
-              (unsigned long long)r->msg_id, (unsigned long long)r->accept,
-              (unsigned long long)r->total, r->peer_world, s->lanes[r->kind]->name);
+    MLN_TRACE("recv %llu: %llu of %llu bytes from world %d over %s", (unsigned long long)r->msg_id,
+              (unsigned long long)r->accept, (unsigned long long)r->total, r->peer_world,
+              s->lanes[r->kind]->name);
 out:
     return st;
+}
+
+/* The Irecv of a receive in MLN_REQ_HDR completed: a plain message, or a header. */
+static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
+{
+    mln_status_t st;
+    MPI_Count n = 0;
+
+    MPI_Get_elements_x(mst, MPI_BYTE, &n);
+    r->st_source = mst->MPI_SOURCE;
+    r->st_tag = mst->MPI_TAG;
+    if (n == MLN_STRIPE_HDR_SIZE) {
+        if (!r->use_small)
+            memcpy(r->small, r->buf, MLN_STRIPE_HDR_SIZE);
+        st = recv_header(s, r);
+        if (st != MLN_OK)
+            mln_stripe_req_fail(s, r, st);
+        return;
+    }
+    r->st_bytes = (uint64_t)n;
+    if (r->use_small) { /* a plain message of up to 64 bytes, into a smaller buffer */
+        r->st_bytes = (uint64_t)n < r->cap ? (uint64_t)n : r->cap;
+        memcpy(r->buf, r->small, (size_t)r->st_bytes);
+        req_finish(s, r, (uint64_t)n > r->cap ? MLN_ERR_TRUNCATE : MLN_OK);
+        return;
+    }
+    req_finish(s, r, MLN_OK);
+}
+
+/* MPI's error on a request: truncation keeps its meaning, the rest is MLN_ERR_MPI. */
+static mln_status_t mpi_error(int rc)
+{
+    int cls = MPI_ERR_OTHER;
+
+    MPI_Error_class(rc, &cls);
+    return cls == MPI_ERR_TRUNCATE ? MLN_ERR_TRUNCATE : MLN_ERR_MPI;
 }
 
 /* ---- progress ---------------------------------------------------------------------------- */
@@ -542,8 +566,18 @@ static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
     int flag = 0, moved = 0;
 
     if (r->mreq != MPI_REQUEST_NULL) {
-        if (MPI_Test(&r->mreq, &flag, &mst) != MPI_SUCCESS) {
-            mln_stripe_req_fail(s, r, MLN_ERR_MPI);
+        int rc = MPI_Test(&r->mreq, &flag, &mst);
+        if (rc != MPI_SUCCESS) { /* only with MPI_ERRORS_RETURN on the user's communicator */
+            if (!r->is_send && mpi_error(rc) == MLN_ERR_TRUNCATE) {
+                r->st_source = mst.MPI_SOURCE;
+                r->st_tag = mst.MPI_TAG;
+                r->st_bytes = r->cap;
+                if (r->use_small) /* the first 64 bytes landed in the header room */
+                    memcpy(r->buf, r->small, (size_t)r->cap);
+                req_finish(s, r, MLN_ERR_TRUNCATE);
+            } else {
+                mln_stripe_req_fail(s, r, mpi_error(rc));
+            }
             return 1;
         }
         if (flag) {
@@ -551,9 +585,7 @@ static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
             if (r->state == MLN_REQ_RAW) {
                 req_finish(s, r, MLN_OK);
             } else if (r->state == MLN_REQ_HDR) {
-                mln_status_t st = recv_matched(s, r, &mst);
-                if (st != MLN_OK)
-                    mln_stripe_req_fail(s, r, st);
+                recv_matched(s, r, &mst);
             } else if (r->state == MLN_REQ_INLINE && !r->is_send) {
                 if (r->cap < MLN_STRIPE_HDR_SIZE)
                     memcpy(r->buf, r->small, r->cap);
@@ -599,7 +631,7 @@ static int poll_cts(mln_stripe_t *s)
 }
 
 /* One pass: MPI requests, CTS, chunk scheduling, lane I/O (blocking up to wait_us). */
-static int progress(mln_stripe_t *s, int wait_us)
+int mln_stripe_progress(mln_stripe_t *s, int wait_us)
 {
     int moved = poll_cts(s), need_mpi = mln_mpilane_busy(s);
     double now = mln_stripe_now();
@@ -620,18 +652,18 @@ static int progress(mln_stripe_t *s, int wait_us)
         if (now - r->last_progress > (double)s->cfg->stripe_timeout) {
             MLN_ERROR("striped %s of message %llu with world rank %d: no progress for %lld s "
                       "(MLN_STRIPE_TIMEOUT)",
-                      r->is_send ? "send" : "receive", (unsigned long long)r->msg_id,
-                      r->peer_world, (long long)s->cfg->stripe_timeout);
+                      r->is_send ? "send" : "receive", (unsigned long long)r->msg_id, r->peer_world,
+                      (long long)s->cfg->stripe_timeout);
             mln_stripe_req_fail(s, r, MLN_ERR_TIMEOUT);
         }
     }
     /* Only tcp lanes left to move: sleep in poll() until a socket is ready (no CPU spent
-     * spinning, which the delay line and the peer need on a small host). */
-    if (!need_mpi && s->active != NULL)
-        wait_us = 2000;
+     * spinning, which the delay line and the peer need on a small host).  Anything MPI must
+     * move is polled like MPI's own wait does: spinning, yielding the core when idle. */
+    wait_us = need_mpi ? 0 : (s->active != NULL ? 2000 : wait_us);
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s->lanes[k])
-            moved |= s->lanes[k]->progress(s, need_mpi && moved ? 0 : wait_us);
+            moved |= s->lanes[k]->progress(s, wait_us);
     if (!moved && wait_us > 0 && s->lanes[MLN_LANE_TCP] == NULL) { /* tcp sleeps in poll() */
         struct timespec ts = {0, (long)wait_us * 1000L};
         nanosleep(&ts, NULL);
@@ -639,8 +671,8 @@ static int progress(mln_stripe_t *s, int wait_us)
     return moved;
 }
 
-/* Progress until *done (or forever-safe: failures complete requests). */
-static void progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
+/* Progress until every request in reqs is done (failures complete requests too). */
+void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
 {
     int idle = 0;
 
@@ -651,293 +683,9 @@ static void progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
                 all = 0;
         if (all)
             return;
-        /* Spin first (latency), then let poll() sleep in short steps (CPU for the others). */
-        if (progress(s, idle > 2000 ? 50 : 0))
+        if (mln_stripe_progress(s, 0))
             idle = 0;
-        else
-            idle++;
+        else if (++idle > 1000)
+            sched_yield(); /* as Open MPI's mpi_yield_when_idle: others may use the core */
     }
-}
-
-/* ---- the API ----------------------------------------------------------------------------- */
-
-static void status_fill(const mln_req_t *r, MPI_Status *status)
-{
-    if (status == MPI_STATUS_IGNORE || r->is_send)
-        return;
-    status->MPI_SOURCE = r->st_source;
-    status->MPI_TAG = r->st_tag;
-    status->MPI_ERROR = r->result == MLN_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
-    MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)r->st_bytes);
-    MPI_Status_set_cancelled(status, 0);
-}
-
-/* Completes a DONE request: unpack, status, free. */
-static mln_status_t req_complete(mln_stripe_t *s, mln_req_t **request, MPI_Status *status)
-{
-    mln_req_t *r = *request;
-    mln_status_t st = r->result;
-    int pos = 0;
-
-    if (!r->is_send && r->packed && (st == MLN_OK || st == MLN_ERR_TRUNCATE) &&
-        MPI_Unpack(r->pack, (int)r->cap, &pos, r->ubuf, (int)r->count, r->dtype, r->comm) !=
-            MPI_SUCCESS)
-        st = MLN_ERR_MPI;
-    status_fill(r, status);
-    req_free(s, r);
-    *request = MLN_REQUEST_NULL;
-    return st;
-}
-
-mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
-                              int tag, MPI_Comm comm, mln_request_t *request)
-{
-    mln_stripe_t *s = mln_the_stripe;
-    mln_req_t *r = NULL;
-    mln_status_t st;
-
-    st = req_new(s, buf, count, datatype, dest, tag, comm, 1, &r);
-    if (st != MLN_OK)
-        return st;
-    st = send_start(s, r);
-    if (st != MLN_OK) {
-        if (r->state != MLN_REQ_DONE && (r->prev || r->next || s->active == r))
-            active_del(s, r);
-        req_free(s, r);
-        return st;
-    }
-    *request = r;
-    progress(s, 0);
-    return MLN_OK;
-}
-
-mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
-                              MPI_Comm comm, mln_request_t *request)
-{
-    mln_stripe_t *s = mln_the_stripe;
-    mln_req_t *r = NULL;
-    mln_status_t st;
-
-    st = req_new(s, buf, count, datatype, source, tag, comm, 0, &r);
-    if (st != MLN_OK)
-        return st;
-    st = recv_start(s, r);
-    if (st != MLN_OK) {
-        req_free(s, r);
-        return st;
-    }
-    *request = r;
-    return MLN_OK;
-}
-
-mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status)
-{
-    mln_stripe_t *s = mln_the_stripe;
-
-    if (request == NULL)
-        return MLN_ERR_ARG;
-    if (*request == MLN_REQUEST_NULL)
-        return MLN_OK;
-    progress_until(s, request, 1);
-    return req_complete(s, request, status);
-}
-
-mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *status)
-{
-    mln_stripe_t *s = mln_the_stripe;
-
-    if (request == NULL || done == NULL)
-        return MLN_ERR_ARG;
-    *done = 0;
-    if (*request == MLN_REQUEST_NULL) {
-        *done = 1;
-        return MLN_OK;
-    }
-    if ((*request)->state != MLN_REQ_DONE)
-        progress(s, 0);
-    if ((*request)->state != MLN_REQ_DONE)
-        return MLN_OK;
-    *done = 1;
-    return req_complete(s, request, status);
-}
-
-mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status *statuses)
-{
-    mln_stripe_t *s = mln_the_stripe;
-    mln_status_t first = MLN_OK, st;
-
-    if (count < 0 || (count > 0 && requests == NULL))
-        return MLN_ERR_ARG;
-    if (count == 0)
-        return MLN_OK;
-    progress_until(s, requests, count);
-    for (int i = 0; i < count; i++) {
-        if (requests[i] == MLN_REQUEST_NULL)
-            continue;
-        st = req_complete(s, &requests[i],
-                          statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i]);
-        if (st != MLN_OK && first == MLN_OK)
-            first = st;
-    }
-    return first;
-}
-
-mln_status_t mln_stripe_send(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
-                             int tag, MPI_Comm comm)
-{
-    mln_request_t req = MLN_REQUEST_NULL;
-    mln_status_t st = mln_stripe_isend(buf, count, datatype, dest, tag, comm, &req);
-
-    return st != MLN_OK ? st : mln_stripe_wait(&req, MPI_STATUS_IGNORE);
-}
-
-mln_status_t mln_stripe_recv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
-                             MPI_Comm comm, MPI_Status *status)
-{
-    mln_request_t req = MLN_REQUEST_NULL;
-    mln_status_t st = mln_stripe_irecv(buf, count, datatype, source, tag, comm, &req);
-
-    return st != MLN_OK ? st : mln_stripe_wait(&req, status);
-}
-
-const char *mln_stripe_backend_name(void)
-{
-    static const char *const names[] = {"tcp", "helper", "mpi"};
-    mln_stripe_t *s = mln_the_stripe;
-
-    return s ? names[s->backend] : "none";
-}
-
-int mln_stripe_lanes(void)
-{
-    mln_stripe_t *s = mln_the_stripe;
-
-    if (s == NULL)
-        return 0;
-    return s->backend == MLN_STRIPE_HELPER ? 2 * (int)s->cfg->stripe_helpers + 1
-                                           : (int)s->cfg->stripe_lanes;
-}
-
-MPI_Comm mln_comm_world(void)
-{
-    return mln_the_stripe ? mln_the_stripe->app : MPI_COMM_NULL;
-}
-
-/* ---- life cycle -------------------------------------------------------------------------- */
-
-/* Every rank must agree on the backend and the helper count. */
-static mln_status_t check_agreement(mln_stripe_t *s)
-{
-    mln_status_t st = MLN_OK;
-    int mine[2] = {s->backend, (int)s->cfg->stripe_helpers}, lo[2], hi[2];
-
-    MLN_MPI_CHECK(MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD), st, out);
-    MLN_MPI_CHECK(MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), st, out);
-    if (lo[0] != hi[0] || (s->backend == MLN_STRIPE_HELPER && lo[1] != hi[1])) {
-        MLN_ERROR("MLN_STRIPE_BACKEND and MLN_STRIPE_HELPERS must be the same on every rank");
-        st = MLN_ERR_CONFIG;
-    }
-out:
-    return st;
-}
-
-mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
-{
-    mln_status_t st = MLN_OK;
-    mln_stripe_t *s;
-    int *ub = NULL, flag = 0;
-
-    s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return MLN_ERR_NOMEM;
-    s->ctx = ctx;
-    s->cfg = &ctx->cfg;
-    s->backend = ctx->cfg.stripe_backend;
-    s->wrank = ctx->world_rank;
-    s->wsize = ctx->world_size;
-    s->ctrl = s->app = MPI_COMM_NULL;
-    s->cts_req = MPI_REQUEST_NULL;
-    s->next_msg_id = 1;
-    MLN_CHECK(check_agreement(s), st, err_free);
-    MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
-    MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, err_free);
-    s->tag_ub = flag && ub ? *ub : 32767;
-    s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
-    s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
-    s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));
-    if (s->tcp_failed == NULL) {
-        st = MLN_ERR_NOMEM;
-        goto err_free;
-    }
-    MLN_CHECK(mln_sitemap_build(s), st, err_free);
-    s->lanes[MLN_LANE_MPI] = &mln_lane_mpi_ops;
-    if (s->backend == MLN_STRIPE_TCP)
-        s->lanes[MLN_LANE_TCP] = &mln_lane_tcp_ops;
-    if (s->backend == MLN_STRIPE_HELPER)
-        s->lanes[MLN_LANE_HELPER] = &mln_lane_helper_ops;
-    for (int k = 0; k < MLN_LANE_KINDS; k++)
-        if (s->lanes[k] && s->lanes[k]->open)
-            MLN_CHECK(s->lanes[k]->open(s), st, err_lanes);
-    if (s->backend != MLN_STRIPE_HELPER) /* helper_open split it off */
-        MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->app), st, err_lanes);
-    MLN_MPI_CHECK(MPI_Irecv(&s->cts_in, (int)sizeof(s->cts_in), MPI_BYTE, MPI_ANY_SOURCE,
-                            MLN_TAG_CTS, s->ctrl, &s->cts_req),
-                  st, err_lanes);
-    mln_the_stripe = s;
-    MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tag_ub %d",
-              mln_stripe_backend_name(), mln_stripe_lanes(),
-              (unsigned long long)s->cfg->stripe_threshold,
-              (unsigned long long)s->cfg->stripe_chunk, s->tag_ub);
-    *out = s;
-    return MLN_OK;
-
-err_lanes:
-    for (int k = 0; k < MLN_LANE_KINDS; k++)
-        if (s->lanes[k] && s->lanes[k]->close)
-            s->lanes[k]->close(s);
-err_free:
-    if (s->ctrl != MPI_COMM_NULL)
-        MPI_Comm_free(&s->ctrl);
-    free(s->tcp_failed);
-    free(s->host_of);
-    free(s->site_of);
-    free(s);
-    return st;
-}
-
-void mln_stripe_fini(mln_stripe_t *s)
-{
-    if (s == NULL)
-        return;
-    if (s->nactive > 0)
-        MLN_WARN("mln_finalize: %d striped requests still active (never waited for)",
-                 s->nactive);
-    while (s->active) {
-        mln_req_t *r = s->active;
-        active_del(s, r);
-        req_free(s, r);
-    }
-    while (s->zombies) {
-        mln_req_t *r = s->zombies;
-        s->zombies = r->next;
-        free(r->pack);
-        free(r);
-    }
-    for (int k = 0; k < MLN_LANE_KINDS; k++)
-        if (s->lanes[k] && s->lanes[k]->close)
-            s->lanes[k]->close(s);
-    if (s->cts_req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&s->cts_req);
-        MPI_Wait(&s->cts_req, MPI_STATUS_IGNORE);
-    }
-    if (s->app != MPI_COMM_NULL)
-        MPI_Comm_free(&s->app);
-    if (s->ctrl != MPI_COMM_NULL)
-        MPI_Comm_free(&s->ctrl);
-    if (mln_the_stripe == s)
-        mln_the_stripe = NULL;
-    free(s->tcp_failed);
-    free(s->host_of);
-    free(s->site_of);
-    free(s);
 }

@@ -60,11 +60,11 @@ enum {
 /* ---- requests ---------------------------------------------------------------------------- */
 
 typedef enum mln_req_state {
-    MLN_REQ_RAW,     /* a plain MPI message (mreq) */
-    MLN_REQ_HDR,     /* receive: waiting for a message on (comm, tag) */
-    MLN_REQ_INLINE,  /* header-sized payload on the control comm (mreq) */
-    MLN_REQ_CTS,     /* send: header out, waiting for the receiver's CTS */
-    MLN_REQ_DATA,    /* payload moving over the lanes */
+    MLN_REQ_RAW,    /* a plain MPI message (mreq) */
+    MLN_REQ_HDR,    /* receive: waiting for a message on (comm, tag) */
+    MLN_REQ_INLINE, /* header-sized payload on the control comm (mreq) */
+    MLN_REQ_CTS,    /* send: header out, waiting for the receiver's CTS */
+    MLN_REQ_DATA,   /* payload moving over the lanes */
     MLN_REQ_DONE
 } mln_req_state_t;
 
@@ -88,11 +88,11 @@ struct mln_stripe_request {
     uint64_t cap; /* send: bytes to send; receive: room in buf */
     char *pack;   /* non-contiguous: packed copy (owned) */
     int packed;
-    unsigned char small[MLN_STRIPE_HDR_SIZE]; /* receive into buffers under HDR_SIZE */
+    unsigned char small[MLN_STRIPE_HDR_SIZE]; /* headers; inline payloads for tiny buffers */
     int use_small;
 
-    MPI_Request mreq;    /* raw message, header or inline payload */
-    MPI_Request ctsreq;  /* receive: the CTS on its way back */
+    MPI_Request mreq;   /* raw message, header or inline payload */
+    MPI_Request ctsreq; /* receive: the CTS on its way back */
     mln_stripe_hdr_t hdr;
     mln_stripe_cts_t cts;
 
@@ -186,7 +186,8 @@ struct mln_stripe {
     int nhosts;
 
     uint64_t next_msg_id;
-    mln_req_t *active; /* requests not yet DONE */
+    mln_req_t *active; /* requests not yet DONE, in posting order */
+    mln_req_t *active_tail;
     int nactive;
     mln_req_t *zombies; /* failed requests with MPI operations pending on their memory */
 
@@ -209,6 +210,17 @@ void mln_stripe_fini(mln_stripe_t *s);
 
 /* sitemap.c: fills host_of, site_of, nhosts (collective). */
 mln_status_t mln_sitemap_build(mln_stripe_t *s);
+
+/* stripe.c: requests, protocol, progress (for stripe_api.c). */
+mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI_Datatype dt,
+                                int peer, int tag, MPI_Comm comm, int is_send, mln_req_t **out);
+void mln_stripe_req_free(mln_stripe_t *s, mln_req_t *r);
+void mln_stripe_active_del(mln_stripe_t *s, mln_req_t *r);
+mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r);
+mln_status_t mln_stripe_recv_start(mln_stripe_t *s, mln_req_t *r);
+/* One pass over everything; sleeps up to wait_us when only tcp lanes have work.  1 = moved. */
+int mln_stripe_progress(mln_stripe_t *s, int wait_us);
+void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n);
 
 /* For the lanes. */
 mln_req_t *mln_stripe_find_recv(mln_stripe_t *s, int src_world, uint64_t msg_id);

@@ -1,0 +1,305 @@
+/*
+ * stripe_api.c - the public calls of striped point-to-point (multilane.h) and the engine's
+ * life cycle; the protocol and the progress engine are in stripe.c.
+ */
+#include "stripe_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static mln_stripe_t *mln_the_stripe;
+
+mln_stripe_t *mln_stripe_engine(void)
+{
+    return mln_the_stripe;
+}
+
+/* ---- the API ----------------------------------------------------------------------------- */
+
+static void status_fill(const mln_req_t *r, MPI_Status *status)
+{
+    if (status == MPI_STATUS_IGNORE || r->is_send)
+        return;
+    status->MPI_SOURCE = r->st_source;
+    status->MPI_TAG = r->st_tag;
+    status->MPI_ERROR = r->result == MLN_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+    MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)r->st_bytes);
+    MPI_Status_set_cancelled(status, 0);
+}
+
+/* Completes a DONE request: unpack, status, free. */
+static mln_status_t req_complete(mln_stripe_t *s, mln_req_t **request, MPI_Status *status)
+{
+    mln_req_t *r = *request;
+    mln_status_t st = r->result;
+    int pos = 0;
+
+    if (!r->is_send && r->packed && (st == MLN_OK || st == MLN_ERR_TRUNCATE) &&
+        MPI_Unpack(r->pack, (int)r->cap, &pos, r->ubuf, (int)r->count, r->dtype, r->comm) !=
+            MPI_SUCCESS)
+        st = MLN_ERR_MPI;
+    status_fill(r, status);
+    mln_stripe_req_free(s, r);
+    *request = MLN_REQUEST_NULL;
+    return st;
+}
+
+mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                              int tag, MPI_Comm comm, mln_request_t *request)
+{
+    mln_stripe_t *s = mln_the_stripe;
+    mln_req_t *r = NULL;
+    mln_status_t st;
+
+    if (request == NULL) {
+        MLN_ERROR("mln_stripe_isend: request is NULL");
+        return MLN_ERR_ARG;
+    }
+    st = mln_stripe_req_new(s, buf, count, datatype, dest, tag, comm, 1, &r);
+    if (st != MLN_OK)
+        return st;
+    st = mln_stripe_send_start(s, r);
+    if (st != MLN_OK) {
+        if (r->state != MLN_REQ_DONE && (r->prev || r->next || s->active == r))
+            mln_stripe_active_del(s, r);
+        mln_stripe_req_free(s, r);
+        return st;
+    }
+    *request = r;
+    mln_stripe_progress(s, 0);
+    return MLN_OK;
+}
+
+mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
+                              MPI_Comm comm, mln_request_t *request)
+{
+    mln_stripe_t *s = mln_the_stripe;
+    mln_req_t *r = NULL;
+    mln_status_t st;
+
+    if (request == NULL) {
+        MLN_ERROR("mln_stripe_irecv: request is NULL");
+        return MLN_ERR_ARG;
+    }
+    st = mln_stripe_req_new(s, buf, count, datatype, source, tag, comm, 0, &r);
+    if (st != MLN_OK)
+        return st;
+    st = mln_stripe_recv_start(s, r);
+    if (st != MLN_OK) {
+        mln_stripe_req_free(s, r);
+        return st;
+    }
+    *request = r;
+    return MLN_OK;
+}
+
+mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (request == NULL)
+        return MLN_ERR_ARG;
+    if (*request == MLN_REQUEST_NULL)
+        return MLN_OK;
+    mln_stripe_progress_until(s, request, 1);
+    return req_complete(s, request, status);
+}
+
+mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *status)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (request == NULL || done == NULL)
+        return MLN_ERR_ARG;
+    *done = 0;
+    if (*request == MLN_REQUEST_NULL) {
+        *done = 1;
+        return MLN_OK;
+    }
+    if ((*request)->state != MLN_REQ_DONE)
+        mln_stripe_progress(s, 0);
+    if ((*request)->state != MLN_REQ_DONE)
+        return MLN_OK;
+    *done = 1;
+    return req_complete(s, request, status);
+}
+
+mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status *statuses)
+{
+    mln_stripe_t *s = mln_the_stripe;
+    mln_status_t first = MLN_OK, st;
+
+    if (count < 0 || (count > 0 && requests == NULL))
+        return MLN_ERR_ARG;
+    if (count == 0)
+        return MLN_OK;
+    mln_stripe_progress_until(s, requests, count);
+    for (int i = 0; i < count; i++) {
+        if (requests[i] == MLN_REQUEST_NULL)
+            continue;
+        st = req_complete(s, &requests[i],
+                          statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i]);
+        if (st != MLN_OK && first == MLN_OK)
+            first = st;
+    }
+    return first;
+}
+
+mln_status_t mln_stripe_send(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                             int tag, MPI_Comm comm)
+{
+    mln_request_t req = MLN_REQUEST_NULL;
+    mln_status_t st = mln_stripe_isend(buf, count, datatype, dest, tag, comm, &req);
+
+    return st != MLN_OK ? st : mln_stripe_wait(&req, MPI_STATUS_IGNORE);
+}
+
+mln_status_t mln_stripe_recv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
+                             MPI_Comm comm, MPI_Status *status)
+{
+    mln_request_t req = MLN_REQUEST_NULL;
+    mln_status_t st = mln_stripe_irecv(buf, count, datatype, source, tag, comm, &req);
+
+    return st != MLN_OK ? st : mln_stripe_wait(&req, status);
+}
+
+const char *mln_stripe_backend_name(void)
+{
+    static const char *const names[] = {"tcp", "helper", "mpi"};
+    mln_stripe_t *s = mln_the_stripe;
+
+    return s ? names[s->backend] : "none";
+}
+
+int mln_stripe_lanes(void)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (s == NULL)
+        return 0;
+    return s->backend == MLN_STRIPE_HELPER ? 2 * (int)s->cfg->stripe_helpers + 1
+                                           : (int)s->cfg->stripe_lanes;
+}
+
+MPI_Comm mln_comm_world(void)
+{
+    return mln_the_stripe ? mln_the_stripe->app : MPI_COMM_NULL;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+/* Every rank must agree on the backend and the helper count. */
+static mln_status_t check_agreement(mln_stripe_t *s)
+{
+    mln_status_t st = MLN_OK;
+    int mine[2] = {s->backend, (int)s->cfg->stripe_helpers}, lo[2], hi[2];
+
+    MLN_MPI_CHECK(MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD), st, out);
+    MLN_MPI_CHECK(MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), st, out);
+    if (lo[0] != hi[0] || (s->backend == MLN_STRIPE_HELPER && lo[1] != hi[1])) {
+        MLN_ERROR("MLN_STRIPE_BACKEND and MLN_STRIPE_HELPERS must be the same on every rank");
+        st = MLN_ERR_CONFIG;
+    }
+out:
+    return st;
+}
+
+mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
+{
+    mln_status_t st = MLN_OK;
+    mln_stripe_t *s;
+    int *ub = NULL, flag = 0;
+
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return MLN_ERR_NOMEM;
+    s->ctx = ctx;
+    s->cfg = &ctx->cfg;
+    s->backend = ctx->cfg.stripe_backend;
+    s->wrank = ctx->world_rank;
+    s->wsize = ctx->world_size;
+    s->ctrl = s->app = MPI_COMM_NULL;
+    s->cts_req = MPI_REQUEST_NULL;
+    s->next_msg_id = 1;
+    MLN_CHECK(check_agreement(s), st, err_free);
+    MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
+    MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, err_free);
+    s->tag_ub = flag && ub ? *ub : 32767;
+    s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
+    s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
+    s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));
+    if (s->tcp_failed == NULL) {
+        st = MLN_ERR_NOMEM;
+        goto err_free;
+    }
+    MLN_CHECK(mln_sitemap_build(s), st, err_free);
+    s->lanes[MLN_LANE_MPI] = &mln_lane_mpi_ops;
+    if (s->backend == MLN_STRIPE_TCP)
+        s->lanes[MLN_LANE_TCP] = &mln_lane_tcp_ops;
+    if (s->backend == MLN_STRIPE_HELPER)
+        s->lanes[MLN_LANE_HELPER] = &mln_lane_helper_ops;
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->open)
+            MLN_CHECK(s->lanes[k]->open(s), st, err_lanes);
+    if (s->backend != MLN_STRIPE_HELPER) /* helper_open split it off */
+        MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->app), st, err_lanes);
+    MLN_MPI_CHECK(MPI_Irecv(&s->cts_in, (int)sizeof(s->cts_in), MPI_BYTE, MPI_ANY_SOURCE,
+                            MLN_TAG_CTS, s->ctrl, &s->cts_req),
+                  st, err_lanes);
+    mln_the_stripe = s;
+    MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tag_ub %d",
+              mln_stripe_backend_name(), mln_stripe_lanes(),
+              (unsigned long long)s->cfg->stripe_threshold,
+              (unsigned long long)s->cfg->stripe_chunk, s->tag_ub);
+    *out = s;
+    return MLN_OK;
+
+err_lanes:
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->close)
+            s->lanes[k]->close(s);
+err_free:
+    if (s->ctrl != MPI_COMM_NULL)
+        MPI_Comm_free(&s->ctrl);
+    free(s->tcp_failed);
+    free(s->host_of);
+    free(s->site_of);
+    free(s);
+    return st;
+}
+
+void mln_stripe_fini(mln_stripe_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->nactive > 0)
+        MLN_WARN("mln_finalize: %d striped requests still active (never waited for)", s->nactive);
+    while (s->active) {
+        mln_req_t *r = s->active;
+        mln_stripe_active_del(s, r);
+        mln_stripe_req_free(s, r);
+    }
+    while (s->zombies) {
+        mln_req_t *r = s->zombies;
+        s->zombies = r->next;
+        free(r->pack);
+        free(r);
+    }
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->close)
+            s->lanes[k]->close(s);
+    if (s->cts_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&s->cts_req);
+        MPI_Wait(&s->cts_req, MPI_STATUS_IGNORE);
+    }
+    if (s->app != MPI_COMM_NULL)
+        MPI_Comm_free(&s->app);
+    if (s->ctrl != MPI_COMM_NULL)
+        MPI_Comm_free(&s->ctrl);
+    if (mln_the_stripe == s)
+        mln_the_stripe = NULL;
+    free(s->tcp_failed);
+    free(s->host_of);
+    free(s->site_of);
+    free(s);
+}
