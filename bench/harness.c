@@ -39,6 +39,22 @@ uint64_t mln_bench_max_bytes(const mln_bench_t *b)
     return b->sizes.count ? b->sizes.sizes[b->sizes.count - 1] : 0;
 }
 
+mln_status_t mln_bench_pairs(mln_bench_t *b, int *peer)
+{
+    int half = b->nranks / 2;
+    char pairing[128];
+    mln_status_t st = MLN_OK;
+
+    snprintf(pairing, sizeof(pairing), "rank r with rank r + %d for r < %d", half, half);
+    MLN_CHECK(mln_bench_param_int(b, "pairs", half), st, out);
+    MLN_CHECK(mln_bench_param_str(b, "pairing", pairing), st, out);
+    if (b->nranks % 2) /* odd: the last rank sits out, and the provenance says so */
+        MLN_CHECK(mln_bench_param_int(b, "idle_rank", b->nranks - 1), st, out);
+    *peer = b->rank < half ? b->rank + half : b->rank < 2 * half ? b->rank - half : -1;
+out:
+    return st;
+}
+
 mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
 {
     va_list ap;
@@ -200,8 +216,12 @@ static void bench_usage(const mln_bench_t *b, FILE *fp)
     }
     fprintf(fp, "\n%s options:\n", d->name);
     for (size_t i = 0; i < d->noptions; i++) {
-        snprintf(flag, sizeof(flag), "--%s %s", d->options[i].name,
-                 d->options[i].type == MLN_BENCH_OPT_SIZE ? "SIZE" : "N");
+        const mln_bench_option_t *o = &d->options[i];
+        snprintf(flag, sizeof(flag), "--%s %s", o->name,
+                 o->metavar                        ? o->metavar
+                 : o->type == MLN_BENCH_OPT_SIZE   ? "SIZE"
+                 : o->type == MLN_BENCH_OPT_STRING ? "TEXT"
+                                                   : "N");
         snprintf(text, sizeof(text), "%s (default %s)", d->options[i].help,
                  d->options[i].default_value);
         fprintf(fp, "  %-22s ", flag);
@@ -332,7 +352,10 @@ static mln_status_t opt_bench(mln_bench_t *b, const mln_bench_option_t *o, const
     uint64_t uv = 0;
     mln_status_t st;
 
-    if (o->type == MLN_BENCH_OPT_INT) {
+    if (o->type == MLN_BENCH_OPT_STRING) { /* argv and the defaults outlive the run */
+        memcpy(field, &val, sizeof(val));
+        st = MLN_OK;
+    } else if (o->type == MLN_BENCH_OPT_INT) {
         st = opt_int(b, o->name, val, o->min, o->max, &iv);
         if (st == MLN_OK)
             memcpy(field, &iv, sizeof(iv));
@@ -413,6 +436,7 @@ static mln_status_t bench_params_common(mln_bench_t *b)
     const mln_bench_desc_t *d = b->desc;
     mln_status_t st = MLN_OK;
     char tests[256] = "", key[64];
+    const char *sv;
     int64_t iv;
     uint64_t uv;
 
@@ -432,15 +456,20 @@ static mln_status_t bench_params_common(mln_bench_t *b)
     MLN_CHECK(mln_bench_param_str(b, "tests", tests), st, out);
     for (size_t i = 0; i < d->noptions; i++) {
         const char *field = (const char *)b->state + d->options[i].offset;
+        snprintf(key, sizeof(key), "%s", d->options[i].name);
+        for (char *c = key; *c; c++) /* --window-cap -> "window_cap", like "min_iters" */
+            *c = *c == '-' ? '_' : *c;
+        if (d->options[i].type == MLN_BENCH_OPT_STRING) {
+            memcpy(&sv, field, sizeof(sv));
+            MLN_CHECK(mln_bench_param_str(b, key, sv), st, out);
+            continue;
+        }
         if (d->options[i].type == MLN_BENCH_OPT_INT) {
             memcpy(&iv, field, sizeof(iv));
         } else {
             memcpy(&uv, field, sizeof(uv));
             iv = (int64_t)uv;
         }
-        snprintf(key, sizeof(key), "%s", d->options[i].name);
-        for (char *c = key; *c; c++) /* --window-cap -> "window_cap", like "min_iters" */
-            *c = *c == '-' ? '_' : *c;
         MLN_CHECK(mln_bench_param_int(b, key, iv), st, out);
     }
     if (b->inject)
@@ -628,24 +657,49 @@ out:
 
 /* ---- main ------------------------------------------------------------------------------- */
 
-/* MPI and the library; the first failing rank prints one line.  Returns 1 when ready. */
-static int bench_start(mln_bench_t *b, int *argc, char ***argv, int *inited)
+/*
+ * MPI, then the options on every rank of MPI_COMM_WORLD and the before_init hook (the library
+ * is not up yet, so the world agrees on errors).  Returns 1 when ready; 0 on an error and for
+ * --help and --version.
+ */
+static int bench_start(mln_bench_t *b, int *argc, char ***argv)
+{
+    const mln_bench_desc_t *d = b->desc;
+    mln_status_t st = MLN_ERR_NOMEM;
+
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        fprintf(stderr, "mln-%s: error: MPI_Init failed\n", d->name);
+        return 0;
+    }
+    b->comm = MPI_COMM_WORLD;
+    if (MPI_Comm_rank(MPI_COMM_WORLD, &b->rank) != MPI_SUCCESS ||
+        MPI_Comm_size(MPI_COMM_WORLD, &b->nranks) != MPI_SUCCESS) {
+        fprintf(stderr, "mln-%s: error: cannot query MPI_COMM_WORLD\n", d->name);
+        MPI_Abort(MPI_COMM_WORLD, MLN_BENCH_EXIT_USAGE);
+    }
+    b->state = calloc(1, d->state_size ? d->state_size : 1);
+    b->selected = calloc(d->ntests ? d->ntests : 1, 1);
+    b->command = mln_command_line(*argc, *argv);
+    if (b->state == NULL || b->selected == NULL || b->command == NULL)
+        mln_bench_fail(b, "out of memory");
+    else
+        st = bench_parse(b, *argc, *argv);
+    if (st == MLN_OK && !b->help && !b->version && d->before_init != NULL)
+        st = d->before_init(b);
+    return !bench_failed(b, st) && !b->help && !b->version;
+}
+
+/*
+ * The library, then the benchmark communicator: a duplicate of mln_comm_world(), the
+ * application's ranks (helper ranks never return from mln_init).  If mln_init fails, the world
+ * agrees on the error.  Returns 1 when ready.
+ */
+static int bench_init(mln_bench_t *b, int *inited)
 {
     mln_config_t cfg;
     char err[512] = "";
     mln_status_t st;
 
-    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
-        fprintf(stderr, "mln-%s: error: MPI_Init failed\n", b->desc->name);
-        return 0;
-    }
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &b->comm) != MPI_SUCCESS ||
-        MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
-        MPI_Comm_rank(b->comm, &b->rank) != MPI_SUCCESS ||
-        MPI_Comm_size(b->comm, &b->nranks) != MPI_SUCCESS) {
-        fprintf(stderr, "mln-%s: error: cannot set up the MPI communicator\n", b->desc->name);
-        MPI_Abort(MPI_COMM_WORLD, MLN_BENCH_EXIT_USAGE);
-    }
     /* Checking the configuration first gives the exact message (the variable, the value). */
     st = mln_config_load(NULL, NULL, &cfg, err, sizeof(err));
     if (st != MLN_OK) {
@@ -656,25 +710,22 @@ static int bench_start(mln_bench_t *b, int *argc, char ***argv, int *inited)
         if (st != MLN_OK)
             snprintf(b->errmsg, sizeof(b->errmsg), "mln_init failed: %s", mln_status_str(st));
     }
+    if (st == MLN_OK && (MPI_Comm_dup(mln_comm_world(), &b->comm) != MPI_SUCCESS ||
+                         MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+                         MPI_Comm_rank(b->comm, &b->rank) != MPI_SUCCESS ||
+                         MPI_Comm_size(b->comm, &b->nranks) != MPI_SUCCESS)) {
+        fprintf(stderr, "mln-%s: error: cannot set up the MPI communicator\n", b->desc->name);
+        MPI_Abort(MPI_COMM_WORLD, MLN_BENCH_EXIT_USAGE);
+    }
     return !bench_failed(b, st);
 }
 
-/* Options, ranks, the benchmark's setup, the JSON path, buffers.  Returns 1 when ready. */
-static int bench_prepare(mln_bench_t *b, int argc, char **argv, int *setup_done)
+/* Ranks, the benchmark's setup, the JSON path, buffers.  Returns 1 when ready. */
+static int bench_prepare(mln_bench_t *b, int *setup_done)
 {
     const mln_bench_desc_t *d = b->desc;
-    mln_status_t st = MLN_ERR_NOMEM;
+    mln_status_t st = MLN_OK;
 
-    b->state = calloc(1, d->state_size ? d->state_size : 1);
-    b->selected = calloc(d->ntests ? d->ntests : 1, 1);
-    b->command = mln_command_line(argc, argv);
-    if (b->state == NULL || b->selected == NULL || b->command == NULL)
-        mln_bench_fail(b, "out of memory");
-    else
-        st = bench_parse(b, argc, argv);
-    if (bench_failed(b, st) || b->help || b->version)
-        return 0;
-    st = MLN_OK;
     if (b->nranks < d->min_ranks)
         st = mln_bench_fail(b, "needs at least %d MPI ranks, got %d (e.g. mpiexec -n %d mln-%s)",
                             d->min_ranks, b->nranks, d->min_ranks, d->name);
@@ -698,9 +749,7 @@ int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv)
     int rc = MLN_BENCH_EXIT_USAGE, inited = 0, setup_done = 0, mpi_up = 0;
     mln_status_t st;
 
-    if (!bench_start(b, &argc, &argv, &inited))
-        goto out;
-    if (!bench_prepare(b, argc, argv, &setup_done)) {
+    if (!bench_start(b, &argc, &argv)) {
         if (b->help || b->version)
             rc = MLN_BENCH_EXIT_PASS;
         if (b->help && b->rank == 0)
@@ -709,6 +758,8 @@ int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv)
             printf("mln-%s (multilane %s)\n", desc->name, mln_version_string());
         goto out;
     }
+    if (!bench_init(b, &inited) || !bench_prepare(b, &setup_done))
+        goto out;
     st = mln_bench_report_collect(b);
     if (st != MLN_OK)
         bench_abort(b, st);
@@ -734,10 +785,10 @@ out:
     if (setup_done && desc->teardown != NULL)
         desc->teardown(b);
     bench_free(b);
+    if (b->comm != MPI_COMM_NULL && b->comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&b->comm);
     if (inited)
         mln_finalize();
-    if (b->comm != MPI_COMM_NULL)
-        MPI_Comm_free(&b->comm);
     if (MPI_Initialized(&mpi_up) == MPI_SUCCESS && mpi_up)
         MPI_Finalize();
     return rc;

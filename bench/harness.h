@@ -7,6 +7,11 @@
  * iteration scaling, warm-up, timing (max over ranks), repetitions and their statistics,
  * buffers, data validation, the provenance block, the table and the JSON result.
  *
+ * Start-up: MPI_Init; options (all of them, on every rank of MPI_COMM_WORLD); the descriptor's
+ * before_init hook; mln_init; the benchmark communicator = a duplicate of mln_comm_world() (the
+ * application's ranks: helper ranks of MLN_STRIPE_BACKEND=helper never return from mln_init);
+ * setup; buffers.
+ *
  * Per size, test and repetition the harness does, on every rank:
  *   fill send slots with the pattern (seed: rank, rep, size, slot)
  *   warm-up iterations; clear the receive slots; MPI_Barrier
@@ -74,8 +79,9 @@ typedef struct mln_bench_test {
 
 /* An option of one benchmark: --NAME VALUE, stored into its state struct at `offset`. */
 typedef enum mln_bench_opt_type {
-    MLN_BENCH_OPT_INT, /* int64_t field, mln_parse_int */
-    MLN_BENCH_OPT_SIZE /* uint64_t field, mln_parse_size (4K, 64M) */
+    MLN_BENCH_OPT_INT,   /* int64_t field, mln_parse_int */
+    MLN_BENCH_OPT_SIZE,  /* uint64_t field, mln_parse_size (4K, 64M) */
+    MLN_BENCH_OPT_STRING /* const char * field (the argument itself); the hooks check it */
 } mln_bench_opt_type_t;
 
 typedef struct mln_bench_option {
@@ -84,7 +90,8 @@ typedef struct mln_bench_option {
     const char *default_value; /* text, parsed like the command line */
     const char *help;
     size_t offset;
-    int64_t min, max; /* inclusive bounds */
+    int64_t min, max;    /* inclusive bounds (INT, SIZE) */
+    const char *metavar; /* --help's name of the value; NULL: N, SIZE or TEXT by type */
 } mln_bench_option_t;
 
 /* An extra numeric column of every row (e.g. the effective window at this size). */
@@ -105,7 +112,13 @@ typedef struct mln_bench_desc {
     size_t ncolumns;
     int min_ranks;
     size_t state_size; /* calloc'ed, options applied; see mln_bench_state */
-    /* After option parsing, before buffers: check the world, add params. May be NULL. */
+    /*
+     * After option parsing and before mln_init (which reads the MLN_* tunables once): check
+     * the options that choose tunables and set them with setenv.  Runs on every rank of
+     * MPI_COMM_WORLD; mln_bench_comm, params and buffers are not there yet.  May be NULL.
+     */
+    mln_status_t (*before_init)(mln_bench_t *b);
+    /* After mln_init, before buffers: check the world, add params. May be NULL. */
     mln_status_t (*setup)(mln_bench_t *b);
     void (*teardown)(mln_bench_t *b);
 } mln_bench_desc_t;
@@ -116,17 +129,27 @@ int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv);
 /* ---- for the hooks ---------------------------------------------------------------------- */
 
 void *mln_bench_state(const mln_bench_t *b);
+/* The benchmark communicator (a duplicate of mln_comm_world(), errors returned). */
 MPI_Comm mln_bench_comm(const mln_bench_t *b);
 int mln_bench_rank(const mln_bench_t *b);
 int mln_bench_nranks(const mln_bench_t *b);
 /* Largest message size of the sweep. */
 uint64_t mln_bench_max_bytes(const mln_bench_t *b);
 
+/*
+ * Rank pairs (r, r + n/2) for r < n/2 of the benchmark communicator, so that with ranks placed
+ * host by host the pairs cross hosts; with an odd n the last rank sits out.  Records the params
+ * "pairs", "pairing" and (odd n) "idle_rank"; *peer = this rank's partner, or -1 when it sits
+ * out (setup only).
+ */
+mln_status_t mln_bench_pairs(mln_bench_t *b, int *peer);
+
 /* Adds a run parameter to the provenance ("params"), e.g. the rank pairs (setup only). */
 mln_status_t mln_bench_param_int(mln_bench_t *b, const char *key, int64_t value);
 mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *value);
-/* A usage or setup error (hooks: setup): records "<message>" for this rank and returns
- * MLN_ERR_ARG; the lowest failing rank prints "mln-NAME: error: <message>", all exit 2. */
+/* A usage or setup error (hooks: before_init, setup): records "<message>" for this rank and
+ * returns MLN_ERR_ARG; the lowest failing rank prints "mln-NAME: error: <message>", all exit 2.
+ * In an iteration (which then returns its own status) it adds context to the abort message. */
 mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

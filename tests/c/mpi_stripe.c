@@ -1,0 +1,1100 @@
+/*
+ * mpi_stripe.c - striped point-to-point (mln_stripe_*) against MPI's semantics, every byte
+ * checked.  One program, sub-tests chosen with --test; it sets the MLN_STRIPE_* tunables from
+ * its options before mln_init, so the same test runs each backend:
+ *
+ *   mpi_stripe --backend tcp|mpi|helper [--lanes N] [--helpers K] [--local 0|1]
+ *              [--threshold SIZE] [--fault SPEC] [--stripe-timeout S] [--watchdog S]
+ *              [--test all|NAME[,NAME...]]
+ *
+ * Ranks pair up (r, r^1) in mln_comm_world(); with helpers (--backend helper) the last K ranks
+ * of every node never return from mln_init, so 2 application ranks and K = 1 on one host run at
+ * np 3.  On one host --local 1 (the default) makes messages above the threshold stripe over
+ * loopback; --local 0 leaves them plain MPI unless the peer is on another site (test bed).
+ *
+ * Every payload byte is f(sender, message index, offset).  Rank 0 prints one line per
+ * sub-test, "ok NAME (T s)" or "FAIL NAME: rank R: why", then a summary; the exit status is
+ * non-zero when a sub-test failed.  A sub-test that does not finish within --watchdog seconds
+ * prints "FAIL NAME: ... (hang)" and ends the job instead of hanging it.
+ *
+ * "all" runs every sub-test but `big` (2^31 + 12345 bytes: about 4.3 GiB per pair) and
+ * `fault` (MLN_STRIPE_FAULT on rank 0: tcp only; it runs first, and the sub-tests after it
+ * then exercise the fallback to the mpi lane).
+ */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
+#include "multilane.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define KIB ((int64_t)1024)
+#define MIB (1024 * KIB)
+#define WHY_LEN 320
+
+typedef struct options {
+    const char *backend;
+    const char *tests;
+    const char *fault;
+    const char *threshold;
+    int lanes, helpers, local, stripe_timeout, watchdog;
+} options_t;
+
+typedef struct tctx {
+    const options_t *opt;
+    MPI_Comm comm;
+    int rank, size, partner; /* partner: rank ^ 1, or -1 for the odd one out */
+    int64_t thr;             /* MLN_STRIPE_THRESHOLD in bytes */
+    int tag;                 /* first tag of the running sub-test */
+    int ok;
+    char why[WHY_LEN];
+} tctx_t;
+
+/* The watchdog's message: the one global, because a signal handler cannot take a pointer. */
+static char watchdog_msg[WHY_LEN];
+
+static void watchdog_fire(int sig)
+{
+    (void)sig;
+    ssize_t n = write(STDOUT_FILENO, watchdog_msg, strlen(watchdog_msg));
+    (void)n;
+    _exit(3);
+}
+
+__attribute__((format(printf, 2, 3))) static void fail(tctx_t *t, const char *fmt, ...)
+{
+    char msg[WHY_LEN];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "mpi_stripe: rank %d: %s\n", t->rank, msg);
+    if (t->ok)
+        snprintf(t->why, sizeof(t->why), "%s", msg);
+    t->ok = 0;
+}
+
+/* ---- data pattern ----------------------------------------------------------------------- */
+
+static inline uint8_t pat(int sender, int msg, uint64_t off)
+{
+    return (uint8_t)(off * 7u + (off >> 9) * 3u + (off >> 17) * 5u + (off >> 25) * 11u +
+                     (uint64_t)msg * 29u + (uint64_t)sender * 113u + 1u);
+}
+
+/* pat() is off * 7 plus a term constant over each aligned 512-byte block: fill and check go
+ * block by block so that the compiler vectorises the inner loops (2 GiB in about a second). */
+static void fill(uint8_t *buf, int64_t n, int sender, int msg)
+{
+    for (int64_t b = 0; b < n; b += 512) {
+        const uint8_t base = (uint8_t)(pat(sender, msg, (uint64_t)b) - (uint8_t)(b * 7));
+        const int64_t end = n - b < 512 ? n - b : 512;
+        for (int64_t i = 0; i < end; i++)
+            buf[b + i] = (uint8_t)((b + i) * 7 + base);
+    }
+}
+
+/* 1 when buf[0..n) holds message `msg` of `sender`; else records the first wrong byte. */
+static int check(tctx_t *t, const uint8_t *buf, int64_t n, int sender, int msg, const char *what)
+{
+    int64_t wrong = 0, first = -1;
+
+    for (int64_t b = 0; b < n; b += 512) {
+        const uint8_t base = (uint8_t)(pat(sender, msg, (uint64_t)b) - (uint8_t)(b * 7));
+        const int64_t end = n - b < 512 ? n - b : 512;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < end; i++)
+            bad += buf[b + i] != (uint8_t)((b + i) * 7 + base);
+        if (bad && first < 0)
+            for (int64_t i = 0; first < 0; i++)
+                if (buf[b + i] != pat(sender, msg, (uint64_t)(b + i)))
+                    first = b + i;
+        wrong += bad;
+    }
+    if (wrong)
+        fail(t, "%s: %lld of %lld bytes wrong, first at offset %lld (got 0x%02x, want 0x%02x)",
+             what, (long long)wrong, (long long)n, (long long)first, buf[first],
+             pat(sender, msg, (uint64_t)first));
+    return wrong == 0;
+}
+
+static void *xmalloc(int64_t n)
+{
+    void *p = malloc((size_t)(n > 0 ? n : 1));
+    if (p == NULL) {
+        fprintf(stderr, "mpi_stripe: out of memory (%lld bytes)\n", (long long)n);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+
+/* ---- checks on statuses ----------------------------------------------------------------- */
+
+static int expect(tctx_t *t, mln_status_t got, mln_status_t want, const char *what)
+{
+    if (got == want)
+        return 1;
+    fail(t, "%s: returned %s, expected %s", what, mln_status_str(got), mln_status_str(want));
+    return 0;
+}
+
+/* Source, tag and byte count of a receive's MPI_Status. */
+static int check_status(tctx_t *t, const MPI_Status *st, int src, int tag, int64_t bytes,
+                        const char *what)
+{
+    MPI_Count n = -1;
+    int count = -1;
+
+    MPI_Get_elements_x(st, MPI_BYTE, &n);
+    if (st->MPI_SOURCE != src || st->MPI_TAG != tag || n != bytes) {
+        fail(t, "%s: status source %d tag %d count %lld, expected %d %d %lld", what, st->MPI_SOURCE,
+             st->MPI_TAG, (long long)n, src, tag, (long long)bytes);
+        return 0;
+    }
+    if (bytes <= INT32_MAX) {
+        MPI_Get_count(st, MPI_BYTE, &count);
+        if (count != bytes) {
+            fail(t, "%s: MPI_Get_count says %d bytes, expected %lld", what, count,
+                 (long long)bytes);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Receives `n` bytes posted with capacity `cap` from `src` (message `msg`) and checks all. */
+static void recv_check(tctx_t *t, int64_t n, int64_t cap, int src, int tag, int msg,
+                       const char *what)
+{
+    uint8_t *buf = xmalloc(cap);
+    MPI_Status st;
+    mln_request_t req = MLN_REQUEST_NULL;
+    char label[96];
+
+    snprintf(label, sizeof(label), "%s (%lld B, msg %d)", what, (long long)n, msg);
+    if (expect(t, mln_stripe_irecv(buf, cap, MPI_BYTE, src, tag, t->comm, &req), MLN_OK, label) &&
+        expect(t, mln_stripe_wait(&req, &st), MLN_OK, label)) {
+        if (req != MLN_REQUEST_NULL)
+            fail(t, "%s: wait left the request non-null", label);
+        if (check_status(t, &st, src, tag, n, label))
+            check(t, buf, n, src, msg, label);
+    }
+    free(buf);
+}
+
+/* Sends count messages sizes[i] (message index msg0 + i, tag tags[i]) to dest, waits each. */
+static void send_all(tctx_t *t, int dest, int count, const int64_t *sizes, const int *tags,
+                     int msg0)
+{
+    uint8_t **bufs = xmalloc((int64_t)sizeof(*bufs) * count);
+    mln_request_t *reqs = xmalloc((int64_t)sizeof(*reqs) * count);
+    char label[96];
+
+    for (int i = 0; i < count; i++) {
+        bufs[i] = xmalloc(sizes[i]);
+        fill(bufs[i], sizes[i], t->rank, msg0 + i);
+        snprintf(label, sizeof(label), "isend %lld B (msg %d)", (long long)sizes[i], msg0 + i);
+        if (!expect(t,
+                    mln_stripe_isend(bufs[i], sizes[i], MPI_BYTE, dest, tags[i], t->comm, &reqs[i]),
+                    MLN_OK, label))
+            reqs[i] = MLN_REQUEST_NULL;
+    }
+    for (int i = 0; i < count; i++) {
+        snprintf(label, sizeof(label), "send wait %lld B (msg %d)", (long long)sizes[i], msg0 + i);
+        expect(t, mln_stripe_wait(&reqs[i], MPI_STATUS_IGNORE), MLN_OK, label);
+        free(bufs[i]);
+    }
+    free(reqs);
+    free(bufs);
+}
+
+/* Runs body(t, sender) twice: even ranks send to odd ones, then the other way. */
+static void both_directions(tctx_t *t, void (*body)(tctx_t *, int sender))
+{
+    for (int dir = 0; dir < 2; dir++) {
+        if (t->partner >= 0)
+            body(t, (t->rank % 2) == dir);
+        MPI_Barrier(t->comm);
+    }
+}
+
+/* ---- sub-tests -------------------------------------------------------------------------- */
+
+/* Sizes around every edge: empty, the 64-byte header size, the threshold, odd, 4 MiB. */
+static void sizes_body(tctx_t *t, int sender)
+{
+    const int64_t sizes[] = {0,          1,      63,         64,      65,         1000003,
+                             t->thr - 1, t->thr, t->thr + 1, 4 * MIB, 4 * MIB + 1};
+    const int n = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    int tags[16];
+
+    for (int i = 0; i < n; i++)
+        tags[i] = t->tag + i;
+    if (sender) {
+        send_all(t, t->partner, n, sizes, tags, 0);
+        return;
+    }
+    for (int i = 0; i < n; i++) /* a larger buffer for every other one: count is the sent one */
+        recv_check(t, sizes[i], sizes[i] + (i % 2) * 7, t->partner, tags[i], i, "sizes");
+}
+
+static void t_sizes(tctx_t *t)
+{
+    both_directions(t, sizes_body);
+}
+
+/* Non-overtaking on one tag: small and large alternate; each must arrive in order. */
+static void order_body(tctx_t *t, int sender)
+{
+    enum { N = 10 };
+    int64_t sizes[N];
+    int tags[N];
+    mln_request_t reqs[N];
+    MPI_Status st[N];
+    uint8_t *bufs[N];
+    const int64_t cap = 2 * MIB;
+
+    for (int i = 0; i < N; i++) {
+        sizes[i] = i % 2 ? MIB + 2 * i + 1 : 100 + i;
+        tags[i] = t->tag;
+    }
+    if (sender) {
+        send_all(t, t->partner, N, sizes, tags, 0);
+        return;
+    }
+    for (int i = 0; i < N; i++) {
+        bufs[i] = xmalloc(cap);
+        if (!expect(t,
+                    mln_stripe_irecv(bufs[i], cap, MPI_BYTE, t->partner, t->tag, t->comm, &reqs[i]),
+                    MLN_OK, "order: irecv"))
+            reqs[i] = MLN_REQUEST_NULL;
+    }
+    if (expect(t, mln_stripe_waitall(N, reqs, st), MLN_OK, "order: waitall")) {
+        for (int i = 0; i < N; i++) {
+            char label[64];
+            snprintf(label, sizeof(label), "order: receive %d", i);
+            if (reqs[i] != MLN_REQUEST_NULL)
+                fail(t, "%s: waitall left the request non-null", label);
+            if (check_status(t, &st[i], t->partner, t->tag, sizes[i], label))
+                check(t, bufs[i], sizes[i], t->partner, i, label);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        free(bufs[i]);
+}
+
+static void t_order(tctx_t *t)
+{
+    both_directions(t, order_body);
+}
+
+/* MPI_ANY_SOURCE / MPI_ANY_TAG: every other rank sends 3 messages to rank 0, three rounds. */
+static int64_t any_size(int src, int k)
+{
+    const int64_t base[3] = {MIB + 3, 100, 600 * KIB + 5};
+    return base[k] + src;
+}
+
+static void t_anysrc(tctx_t *t)
+{
+    const int nsrc = t->size - 1, nrecv = 3 * (t->size - 1);
+    const int64_t cap = MIB + 3 + t->size;
+    /* round 0: ANY_SOURCE + ANY_TAG; 1: ANY_SOURCE by tag, tags posted in reverse;
+     * 2: by source with ANY_TAG. */
+    for (int round = 0; round < 3; round++) {
+        const int tag0 = t->tag + 10 * round;
+        if (t->rank != 0) {
+            const int64_t sizes[3] = {any_size(t->rank, 0), any_size(t->rank, 1),
+                                      any_size(t->rank, 2)};
+            const int tags[3] = {tag0, tag0 + 1, tag0 + 2};
+            send_all(t, 0, 3, sizes, tags, 3 * round);
+        } else {
+            uint8_t *bufs = xmalloc(cap * nrecv);
+            mln_request_t *reqs = xmalloc((int64_t)sizeof(*reqs) * nrecv);
+            MPI_Status *st = xmalloc((int64_t)sizeof(*st) * nrecv);
+            int *want_k = xmalloc((int64_t)sizeof(int) * nrecv); /* -1: any */
+            int *want_src = xmalloc((int64_t)sizeof(int) * nrecv);
+            int *last_k = xmalloc((int64_t)sizeof(int) * t->size);
+            int *seen = calloc((size_t)t->size * 3, sizeof(int));
+
+            for (int j = 0; j < nrecv; j++) {
+                int src = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
+                want_k[j] = -1;
+                want_src[j] = -1;
+                if (round == 1) {
+                    want_k[j] = 2 - j / nsrc;
+                    tag = tag0 + want_k[j];
+                } else if (round == 2) {
+                    want_src[j] = src = 1 + j / 3;
+                    want_k[j] = j % 3;
+                }
+                if (!expect(t,
+                            mln_stripe_irecv(bufs + cap * j, cap, MPI_BYTE, src, tag, t->comm,
+                                             &reqs[j]),
+                            MLN_OK, "anysrc: irecv"))
+                    reqs[j] = MLN_REQUEST_NULL;
+            }
+            if (expect(t, mln_stripe_waitall(nrecv, reqs, st), MLN_OK, "anysrc: waitall")) {
+                for (int s = 0; s < t->size; s++)
+                    last_k[s] = -1;
+                for (int j = 0; j < nrecv && t->ok; j++) {
+                    const int s = st[j].MPI_SOURCE, k = st[j].MPI_TAG - tag0;
+                    char label[96];
+                    snprintf(label, sizeof(label), "anysrc round %d: receive %d (from %d, tag +%d)",
+                             round, j, s, k);
+                    if (s < 1 || s >= t->size || k < 0 || k > 2) {
+                        fail(t, "%s: no such message was sent", label);
+                        break;
+                    }
+                    if ((want_k[j] >= 0 && k != want_k[j]) ||
+                        (want_src[j] >= 0 && s != want_src[j]) || seen[s * 3 + k]++) {
+                        fail(t, "%s: wrong match (wanted source %d tag +%d; seen %d times)", label,
+                             want_src[j], want_k[j], seen[s * 3 + k]);
+                        break;
+                    }
+                    if (round != 1 && k <= last_k[s]) /* MPI order per source */
+                        fail(t, "%s: overtook tag +%d from the same source", label, last_k[s]);
+                    last_k[s] = k;
+                    if (check_status(t, &st[j], s, tag0 + k, any_size(s, k), label))
+                        check(t, bufs + cap * j, any_size(s, k), s, 3 * round + k, label);
+                }
+            }
+            free(seen);
+            free(last_k);
+            free(want_src);
+            free(want_k);
+            free(st);
+            free(reqs);
+            free(bufs);
+        }
+        MPI_Barrier(t->comm);
+    }
+}
+
+/* Simultaneous A<->B exchange of large messages: isend + irecv, then waitall. */
+static void t_exchange(tctx_t *t)
+{
+    const int64_t sizes[] = {8 * MIB + 3, t->thr + 1, 3 * MIB + 7};
+
+    if (t->partner < 0)
+        return;
+    for (int round = 0; round < 3; round++) {
+        const int64_t n = sizes[round];
+        uint8_t *out = xmalloc(n), *in = xmalloc(n);
+        mln_request_t reqs[2] = {MLN_REQUEST_NULL, MLN_REQUEST_NULL};
+        MPI_Status st[2];
+        char label[64];
+
+        snprintf(label, sizeof(label), "exchange %lld B", (long long)n);
+        fill(out, n, t->rank, round);
+        memset(in, 0, (size_t)n);
+        if (expect(t, mln_stripe_irecv(in, n, MPI_BYTE, t->partner, t->tag, t->comm, &reqs[0]),
+                   MLN_OK, label) &&
+            expect(t, mln_stripe_isend(out, n, MPI_BYTE, t->partner, t->tag, t->comm, &reqs[1]),
+                   MLN_OK, label) &&
+            expect(t, mln_stripe_waitall(2, reqs, st), MLN_OK, label) &&
+            check_status(t, &st[0], t->partner, t->tag, n, label))
+            check(t, in, n, t->partner, round, label);
+        free(out);
+        free(in);
+    }
+}
+
+/* 64 messages of mixed sizes in flight each way at once, five tags interleaved. */
+static int64_t many_size(tctx_t *t, int i)
+{
+    switch (i % 4) {
+    case 0:
+        return MIB + 3 * i;
+    case 1:
+        return 100 + i;
+    case 2:
+        return t->thr + 1 + i;
+    default:
+        return 64;
+    }
+}
+
+static void t_many(tctx_t *t)
+{
+    enum { N = 64 };
+    uint8_t *out[N], *in[N];
+    mln_request_t reqs[2 * N];
+    MPI_Status st[2 * N];
+
+    if (t->partner < 0)
+        return;
+    for (int i = 0; i < N; i++) {
+        const int64_t n = many_size(t, i);
+        out[i] = xmalloc(n);
+        in[i] = xmalloc(n);
+        fill(out[i], n, t->rank, i);
+        reqs[i] = reqs[N + i] = MLN_REQUEST_NULL;
+        expect(t,
+               mln_stripe_irecv(in[i], n, MPI_BYTE, t->partner, t->tag + i % 5, t->comm, &reqs[i]),
+               MLN_OK, "many: irecv");
+    }
+    for (int i = 0; i < N; i++)
+        expect(t,
+               mln_stripe_isend(out[i], many_size(t, i), MPI_BYTE, t->partner, t->tag + i % 5,
+                                t->comm, &reqs[N + i]),
+               MLN_OK, "many: isend");
+    if (expect(t, mln_stripe_waitall(2 * N, reqs, st), MLN_OK, "many: waitall")) {
+        for (int i = 0; i < N && t->ok; i++) {
+            char label[64];
+            snprintf(label, sizeof(label), "many: receive %d", i);
+            if (check_status(t, &st[i], t->partner, t->tag + i % 5, many_size(t, i), label))
+                check(t, in[i], many_size(t, i), t->partner, i, label);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        free(out[i]);
+        free(in[i]);
+    }
+}
+
+/* Blocking mln_stripe_send / mln_stripe_recv. */
+static void blocking_body(tctx_t *t, int sender)
+{
+    const int64_t sizes[] = {4 * MIB + 1, 100, 0, t->thr + 1};
+
+    for (int i = 0; i < 4; i++) {
+        const int64_t n = sizes[i];
+        uint8_t *buf = xmalloc(n);
+        MPI_Status st;
+        char label[64];
+
+        snprintf(label, sizeof(label), "blocking %lld B", (long long)n);
+        if (sender) {
+            fill(buf, n, t->rank, i);
+            expect(t, mln_stripe_send(buf, n, MPI_BYTE, t->partner, t->tag + i, t->comm), MLN_OK,
+                   label);
+        } else if (expect(t,
+                          mln_stripe_recv(buf, n, MPI_BYTE, t->partner, t->tag + i, t->comm, &st),
+                          MLN_OK, label) &&
+                   check_status(t, &st, t->partner, t->tag + i, n, label)) {
+            check(t, buf, n, t->partner, i, label);
+        }
+        free(buf);
+    }
+}
+
+static void t_blocking(tctx_t *t)
+{
+    both_directions(t, blocking_body);
+}
+
+/* mln_stripe_test in a polling loop on a large exchange. */
+static void t_test(tctx_t *t)
+{
+    const int64_t n = 8 * MIB + 1;
+    uint8_t *out, *in;
+    mln_request_t rreq = MLN_REQUEST_NULL, sreq = MLN_REQUEST_NULL;
+    MPI_Status st;
+    int rdone = 0, sdone = 0;
+    long polls = 0;
+
+    if (t->partner < 0)
+        return;
+    out = xmalloc(n);
+    in = xmalloc(n);
+    fill(out, n, t->rank, 0);
+    if (expect(t, mln_stripe_irecv(in, n, MPI_BYTE, t->partner, t->tag, t->comm, &rreq), MLN_OK,
+               "test: irecv") &&
+        expect(t, mln_stripe_isend(out, n, MPI_BYTE, t->partner, t->tag, t->comm, &sreq), MLN_OK,
+               "test: isend")) {
+        while ((!rdone || !sdone) && t->ok) {
+            if (!rdone)
+                expect(t, mln_stripe_test(&rreq, &rdone, &st), MLN_OK, "test: receive");
+            if (!sdone)
+                expect(t, mln_stripe_test(&sreq, &sdone, MPI_STATUS_IGNORE), MLN_OK, "test: send");
+            polls++;
+        }
+        if (t->ok && (rreq != MLN_REQUEST_NULL || sreq != MLN_REQUEST_NULL))
+            fail(t, "test: done but the request is not MLN_REQUEST_NULL");
+        if (t->ok && check_status(t, &st, t->partner, t->tag, n, "test"))
+            check(t, in, n, t->partner, 0, "test");
+        if (polls < 2)
+            fprintf(stderr, "mpi_stripe: rank %d: test: done after %ld poll(s)\n", t->rank, polls);
+    }
+    free(out);
+    free(in);
+}
+
+/* Datatypes: MPI_INT counts, a vector (packed) both ways, a contiguous derived type. */
+static void check_vector(tctx_t *t, const uint8_t *buf, int blocks, int blen, int stride, int msg,
+                         int packed, const char *what)
+{
+    const int64_t esz = 8, bytes = (int64_t)blocks * blen * esz;
+    int64_t wrong = 0;
+
+    for (int64_t b = 0; b < bytes; b++) { /* byte b of the packed stream */
+        const int64_t off = (b / (blen * esz)) * stride * esz + b % (blen * esz);
+        if (buf[packed ? b : off] != pat(t->partner, msg, (uint64_t)off))
+            wrong++;
+    }
+    if (!packed) { /* the holes of the receive buffer keep their 0xEE */
+        for (int64_t i = 0; i < blocks - 1; i++)
+            for (int64_t h = (i * stride + blen) * esz; h < (i + 1) * stride * esz; h++)
+                wrong += buf[h] != 0xEE;
+    }
+    if (wrong)
+        fail(t, "%s: %lld wrong bytes", what, (long long)wrong);
+}
+
+static void types_body(tctx_t *t, int sender)
+{
+    const int blocks = 200000, blen = 2, stride = 3, nint = 300001;
+    const int64_t ext = ((int64_t)(blocks - 1) * stride + blen) * 8;
+    MPI_Datatype vec, trip;
+    MPI_Status st;
+    MPI_Count elems = -1;
+    int count = -1;
+    uint8_t *buf = xmalloc(ext);
+    int *ints = xmalloc(4 * (int64_t)400000);
+
+    MPI_Type_vector(blocks, blen, stride, MPI_DOUBLE, &vec);
+    MPI_Type_commit(&vec);
+    MPI_Type_contiguous(3, MPI_INT, &trip);
+    MPI_Type_commit(&trip);
+    if (sender) {
+        fill((uint8_t *)ints, 4 * (int64_t)nint, t->rank, 0);
+        expect(t, mln_stripe_send(ints, nint, MPI_INT, t->partner, t->tag, t->comm), MLN_OK,
+               "types: MPI_INT send");
+        for (int msg = 1; msg <= 2; msg++) {
+            fill(buf, ext, t->rank, msg);
+            expect(t, mln_stripe_send(buf, 1, vec, t->partner, t->tag + msg, t->comm), MLN_OK,
+                   "types: vector send");
+        }
+        fill((uint8_t *)ints, 12 * (int64_t)100000, t->rank, 3);
+        expect(t, mln_stripe_send(ints, 100000, trip, t->partner, t->tag + 3, t->comm), MLN_OK,
+               "types: contiguous type send");
+    } else {
+        /* 300001 ints into room for 400000: count in ints and in bytes */
+        if (expect(t, mln_stripe_recv(ints, 400000, MPI_INT, t->partner, t->tag, t->comm, &st),
+                   MLN_OK, "types: MPI_INT recv") &&
+            check_status(t, &st, t->partner, t->tag, 4 * (int64_t)nint, "types: MPI_INT")) {
+            MPI_Get_count(&st, MPI_INT, &count);
+            MPI_Get_elements_x(&st, MPI_INT, &elems);
+            if (count != nint || elems != nint)
+                fail(t, "types: MPI_INT status count %d elements %lld, expected %d", count,
+                     (long long)elems, nint);
+            check(t, (uint8_t *)ints, 4 * (int64_t)nint, t->partner, 0, "types: MPI_INT");
+        }
+        /* the vector into the same vector: data in the blocks, holes untouched */
+        memset(buf, 0xEE, (size_t)ext);
+        if (expect(t, mln_stripe_recv(buf, 1, vec, t->partner, t->tag + 1, t->comm, &st), MLN_OK,
+                   "types: vector recv")) {
+            MPI_Get_count(&st, vec, &count);
+            MPI_Get_elements_x(&st, vec, &elems);
+            if (count != 1 || elems != (MPI_Count)blocks * blen || st.MPI_SOURCE != t->partner)
+                fail(t, "types: vector status count %d elements %lld source %d", count,
+                     (long long)elems, st.MPI_SOURCE);
+            check_vector(t, buf, blocks, blen, stride, 1, 0, "types: vector into vector");
+        }
+        /* the vector into bytes: the packed stream */
+        if (expect(t, mln_stripe_recv(buf, ext, MPI_BYTE, t->partner, t->tag + 2, t->comm, &st),
+                   MLN_OK, "types: vector into bytes") &&
+            check_status(t, &st, t->partner, t->tag + 2, (int64_t)blocks * blen * 8,
+                         "types: vector into bytes"))
+            check_vector(t, buf, blocks, blen, stride, 2, 1, "types: vector into bytes");
+        if (expect(t, mln_stripe_recv(ints, 100000, trip, t->partner, t->tag + 3, t->comm, &st),
+                   MLN_OK, "types: contiguous type recv")) {
+            MPI_Get_count(&st, trip, &count);
+            if (count != 100000)
+                fail(t, "types: contiguous type count %d, expected 100000", count);
+            check(t, (uint8_t *)ints, 12 * (int64_t)100000, t->partner, 3, "types: contiguous");
+        }
+    }
+    MPI_Type_free(&trip);
+    MPI_Type_free(&vec);
+    free(ints);
+    free(buf);
+}
+
+static void t_types(tctx_t *t)
+{
+    both_directions(t, types_body);
+}
+
+/* Too-small receive buffers get MLN_ERR_TRUNCATE and hold the first bytes; the next message on
+ * the same tag still arrives whole.  `truncate`: striped messages (a header on the wire) and
+ * the 64-byte inline one; `truncate_plain`: plain MPI messages (up to the threshold).  A plain
+ * message is MPI's own, so its truncation goes through the communicator's error handler as with
+ * MPI_Recv: these cases run with MPI_ERRORS_RETURN (under MPI_ERRORS_ARE_FATAL MPI aborts). */
+typedef struct trunc_case {
+    int64_t size, cap;
+} trunc_case_t;
+
+static void truncate_cases_on(tctx_t *t, int sender, const trunc_case_t *c, int n);
+
+static void truncate_cases(tctx_t *t, int sender, const trunc_case_t *c, int n)
+{
+    MPI_Errhandler old;
+
+    MPI_Comm_get_errhandler(t->comm, &old);
+    MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
+    truncate_cases_on(t, sender, c, n);
+    MPI_Comm_set_errhandler(t->comm, old);
+    MPI_Errhandler_free(&old);
+}
+
+static void truncate_cases_on(tctx_t *t, int sender, const trunc_case_t *c, int n)
+{
+    if (sender) {
+        uint8_t *bufs[8];
+        mln_request_t reqs[8];
+        for (int i = 0; i < n; i++) {
+            bufs[i] = xmalloc(c[i].size);
+            fill(bufs[i], c[i].size, t->rank, i);
+            if (!expect(t,
+                        mln_stripe_isend(bufs[i], c[i].size, MPI_BYTE, t->partner, t->tag, t->comm,
+                                         &reqs[i]),
+                        MLN_OK, "truncate: isend"))
+                reqs[i] = MLN_REQUEST_NULL;
+        }
+        for (int i = 0; i < n; i++) { /* the sender of a truncated message: as MPI, no error */
+            mln_status_t rc = mln_stripe_wait(&reqs[i], MPI_STATUS_IGNORE);
+            if (rc != MLN_OK && rc != MLN_ERR_TRUNCATE)
+                fail(t, "truncate: send %d (%lld B into %lld): %s", i, (long long)c[i].size,
+                     (long long)c[i].cap, mln_status_str(rc));
+            free(bufs[i]);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        uint8_t *buf = xmalloc(c[i].cap);
+        mln_request_t req = MLN_REQUEST_NULL;
+        char label[96];
+
+        snprintf(label, sizeof(label), "%lld B into %lld B", (long long)c[i].size,
+                 (long long)c[i].cap);
+        if (expect(t, mln_stripe_irecv(buf, c[i].cap, MPI_BYTE, t->partner, t->tag, t->comm, &req),
+                   MLN_OK, label)) {
+            MPI_Status st;
+            mln_status_t rc = mln_stripe_wait(&req, &st);
+            if (c[i].size <= c[i].cap) {
+                if (expect(t, rc, MLN_OK, label) &&
+                    check_status(t, &st, t->partner, t->tag, c[i].size, label))
+                    check(t, buf, c[i].size, t->partner, i, label);
+            } else if (expect(t, rc, MLN_ERR_TRUNCATE, label)) {
+                check(t, buf, c[i].cap, t->partner, i, label); /* holds the first bytes */
+            }
+        }
+        free(buf);
+    }
+}
+
+static void truncate_body(tctx_t *t, int sender)
+{
+    const trunc_case_t c[] = {{MIB + 17, 512 * KIB},
+                              {2 * MIB + 1, 4 * MIB},
+                              {64, 63},
+                              {MIB, 64},
+                              {t->thr + 1, t->thr},
+                              {MIB, 10},
+                              {4 * MIB, 4 * MIB}};
+    truncate_cases(t, sender, c, (int)(sizeof(c) / sizeof(c[0])));
+}
+
+static void truncate_plain_body(tctx_t *t, int sender)
+{
+    const trunc_case_t c[] = {{1000, 500}, {100, 100},           {65, 64}, {2000, 2000},
+                              {100, 10},   {t->thr, t->thr - 1}, {10, 10}};
+    truncate_cases(t, sender, c, (int)(sizeof(c) / sizeof(c[0])));
+}
+
+static void t_truncate(tctx_t *t)
+{
+    both_directions(t, truncate_body);
+}
+
+static void t_truncate_plain(tctx_t *t)
+{
+    both_directions(t, truncate_plain_body);
+}
+
+/* Argument checks, intercommunicators, non-contiguous messages over 2^31 - 1 bytes. */
+static void t_args(tctx_t *t)
+{
+    uint8_t byte = 0;
+    mln_request_t req = MLN_REQUEST_NULL;
+    const int peer = t->partner >= 0 ? t->partner : 0;
+    MPI_Comm local, inter;
+    MPI_Datatype huge;
+    MPI_Status st;
+    const size_t span = ((size_t)1 << 32) + 4096;
+    void *zero;
+
+    if (strcmp(mln_stripe_backend_name(), t->opt->backend) != 0)
+        fail(t, "args: mln_stripe_backend_name() is '%s', expected '%s'", mln_stripe_backend_name(),
+             t->opt->backend);
+    if (strcmp(t->opt->backend, "tcp") == 0 && mln_stripe_lanes() != t->opt->lanes)
+        fail(t, "args: mln_stripe_lanes() is %d, expected %d", mln_stripe_lanes(), t->opt->lanes);
+    expect(t, mln_stripe_isend(&byte, -1, MPI_BYTE, peer, t->tag, t->comm, &req), MLN_ERR_ARG,
+           "args: isend count -1");
+    expect(t, mln_stripe_irecv(&byte, -1, MPI_BYTE, peer, t->tag, t->comm, &req), MLN_ERR_ARG,
+           "args: irecv count -1");
+    req = MLN_REQUEST_NULL;
+    expect(t, mln_stripe_wait(&req, MPI_STATUS_IGNORE), MLN_OK, "args: wait on a null request");
+    expect(t, mln_stripe_waitall(0, &req, &st), MLN_OK, "args: waitall of 0");
+
+    /* an intercommunicator between the even and the odd ranks */
+    MPI_Comm_split(t->comm, t->rank % 2, t->rank, &local);
+    MPI_Intercomm_create(local, 0, t->comm, t->rank % 2 ? 0 : 1, t->tag, &inter);
+    req = MLN_REQUEST_NULL;
+    if (!expect(t, mln_stripe_isend(&byte, 1, MPI_BYTE, 0, t->tag, inter, &req),
+                MLN_ERR_UNSUPPORTED, "args: isend on an intercommunicator"))
+        req = MLN_REQUEST_NULL; /* not waited: nobody receives it */
+    if (!expect(t, mln_stripe_irecv(&byte, 1, MPI_BYTE, 0, t->tag, inter, &req),
+                MLN_ERR_UNSUPPORTED, "args: irecv on an intercommunicator"))
+        req = MLN_REQUEST_NULL;
+    MPI_Barrier(t->comm);
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&local);
+
+    /* 2^31 + 4 bytes in a vector: refused before a byte is read (the source is a mapping of
+     * zero pages; nothing is received, so a message that went out would be a failure) */
+    zero = t->rank != 0
+               ? MAP_FAILED
+               : mmap(NULL, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t->rank == 0 && zero == MAP_FAILED)
+        fprintf(stderr, "mpi_stripe: args: no 4 GiB mapping here: check skipped\n");
+    if (zero != MAP_FAILED) {
+        MPI_Type_vector((1 << 29) + 1, 1, 2, MPI_INT, &huge);
+        MPI_Type_commit(&huge);
+        req = MLN_REQUEST_NULL;
+        expect(t, mln_stripe_isend(zero, 1, huge, peer, t->tag + 1, t->comm, &req),
+               MLN_ERR_UNSUPPORTED, "args: non-contiguous message of 2^31 + 4 bytes");
+        MPI_Type_free(&huge);
+        munmap(zero, span);
+    }
+    /* last: a library that writes through the NULL crashes here */
+    expect(t, mln_stripe_isend(&byte, 1, MPI_BYTE, peer, t->tag, t->comm, NULL), MLN_ERR_ARG,
+           "args: isend without a request");
+}
+
+/* A message over 2^31 bytes (64-bit count), rank 0 to rank 1. */
+static void t_big(tctx_t *t)
+{
+    const int64_t n = ((int64_t)1 << 31) + 12345;
+    uint8_t *buf;
+
+    if (t->rank > 1)
+        return;
+    buf = xmalloc(n);
+    if (t->rank == 0) {
+        fill(buf, n, 0, 0);
+        expect(t, mln_stripe_send(buf, n, MPI_BYTE, 1, t->tag, t->comm), MLN_OK, "big: send");
+    } else {
+        MPI_Status st;
+        memset(buf, 0, (size_t)n);
+        if (expect(t, mln_stripe_recv(buf, n, MPI_BYTE, 0, t->tag, t->comm, &st), MLN_OK,
+                   "big: recv") &&
+            check_status(t, &st, 0, t->tag, n, "big"))
+            check(t, buf, n, 0, 0, "big");
+    }
+    free(buf);
+}
+
+/* MLN_STRIPE_FAULT=reset:LANE:BYTES on rank 0: its 16 MiB message to rank 1 fails on both sides
+ * with MLN_ERR_PEER or MLN_ERR_TIMEOUT within bounded time; later large messages both ways (the
+ * mpi lane) arrive whole. */
+static void t_fault(tctx_t *t)
+{
+    const int64_t n = 16 * MIB + 5;
+    const double bound = t->opt->stripe_timeout + 20.0;
+    uint8_t *buf;
+    mln_request_t req = MLN_REQUEST_NULL;
+    mln_status_t rc;
+    double t0;
+
+    if (t->rank <= 1) {
+        buf = xmalloc(n);
+        memset(buf, 0, (size_t)n);
+        if (t->rank == 0) {
+            fill(buf, n, 0, 0);
+            rc = mln_stripe_isend(buf, n, MPI_BYTE, 1, t->tag, t->comm, &req);
+        } else {
+            rc = mln_stripe_irecv(buf, n, MPI_BYTE, 0, t->tag, t->comm, &req);
+        }
+        if (expect(t, rc, MLN_OK, "fault: post")) {
+            t0 = MPI_Wtime();
+            rc = mln_stripe_wait(&req, MPI_STATUS_IGNORE);
+            if (rc != MLN_ERR_PEER && rc != MLN_ERR_TIMEOUT) {
+                int whole = t->rank == 1 && rc == MLN_OK;
+                for (int64_t i = 0; whole && i < n; i++)
+                    whole = buf[i] == pat(0, 0, (uint64_t)i);
+                fail(t, "fault: the %s of the message on the reset lane completed %s%s",
+                     t->rank ? "receive" : "send", mln_status_str(rc),
+                     t->rank ? (whole ? " (data whole)" : " (data WRONG)") : "");
+            } else if (MPI_Wtime() - t0 > bound) {
+                fail(t, "fault: the error took %.1f s (bound %.0f s)", MPI_Wtime() - t0, bound);
+            } else {
+                fprintf(stderr, "mpi_stripe: rank %d: fault: %s after %.2f s, as expected\n",
+                        t->rank, mln_status_str(rc), MPI_Wtime() - t0);
+            }
+        }
+        free(buf);
+    }
+    MPI_Barrier(t->comm);
+    if (t->rank > 1)
+        return;
+    t0 = MPI_Wtime();
+    for (int round = 1; round <= 2; round++) { /* 4 MiB both ways at once, then + 1 byte */
+        const int64_t m = 4 * MIB + (round - 1);
+        uint8_t *out = xmalloc(m), *in = xmalloc(m);
+        mln_request_t reqs[2] = {MLN_REQUEST_NULL, MLN_REQUEST_NULL};
+        MPI_Status st[2];
+        const int peer = 1 - t->rank, tag = t->tag + round;
+
+        fill(out, m, t->rank, round);
+        if (expect(t, mln_stripe_irecv(in, m, MPI_BYTE, peer, tag, t->comm, &reqs[0]), MLN_OK,
+                   "fault: later irecv") &&
+            expect(t, mln_stripe_isend(out, m, MPI_BYTE, peer, tag, t->comm, &reqs[1]), MLN_OK,
+                   "fault: later isend") &&
+            expect(t, mln_stripe_waitall(2, reqs, st), MLN_OK, "fault: 4 MiB after the reset") &&
+            check_status(t, &st[0], peer, tag, m, "fault: after the reset"))
+            check(t, in, m, peer, round, "fault: after the reset");
+        free(out);
+        free(in);
+    }
+    if (MPI_Wtime() - t0 > bound)
+        fail(t, "fault: the messages after the reset took %.1f s", MPI_Wtime() - t0);
+}
+
+/* ---- driver ----------------------------------------------------------------------------- */
+
+typedef struct subtest {
+    const char *name;
+    void (*run)(tctx_t *t);
+    int in_all; /* part of --test all */
+    int watchdog_factor;
+} subtest_t;
+
+/* In running order: fault first (what follows then runs on the fallback), big last. */
+static const subtest_t subtests[] = {
+    {"fault", t_fault, 0, 1},       {"sizes", t_sizes, 1, 1},
+    {"order", t_order, 1, 1},       {"anysrc", t_anysrc, 1, 1},
+    {"exchange", t_exchange, 1, 1}, {"many", t_many, 1, 1},
+    {"blocking", t_blocking, 1, 1}, {"test", t_test, 1, 1},
+    {"types", t_types, 1, 1},       {"truncate", t_truncate, 1, 1},
+    {"args", t_args, 1, 1},         {"truncate_plain", t_truncate_plain, 1, 1},
+    {"big", t_big, 0, 4},           {NULL, NULL, 0, 0}};
+
+/* 1 when sub-test `name` is in the comma-separated list (or in "all"). */
+static int selected(const char *list, const subtest_t *s)
+{
+    const size_t len = strlen(s->name);
+
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if ((n == len && strncmp(p, s->name, n) == 0) ||
+            (n == 3 && !strncmp(p, "all", 3) && s->in_all))
+            return 1;
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+static int usage(const char *why, int verbose)
+{
+    if (!verbose)
+        return 2;
+    fprintf(stderr,
+            "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N] "
+            "[--helpers K] [--local 0|1] [--threshold SIZE] [--fault reset:LANE:BYTES] "
+            "[--stripe-timeout S] [--watchdog S] [--test all|NAME,...]\nsub-tests:",
+            why);
+    for (const subtest_t *s = subtests; s->name; s++)
+        fprintf(stderr, " %s%s", s->name, s->in_all ? "" : "(not in all)");
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+static int parse_options(int argc, char **argv, int verbose, options_t *o)
+{
+    *o = (options_t){.backend = "tcp",
+                     .tests = "all",
+                     .fault = "reset:0:262144",
+                     .threshold = "256K",
+                     .lanes = 4,
+                     .helpers = 1,
+                     .local = 1,
+                     .stripe_timeout = 10,
+                     .watchdog = 120};
+    for (int i = 1; i < argc; i++) {
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int *num = NULL;
+        if (val == NULL)
+            return usage("an option without its value", verbose);
+        if (!strcmp(argv[i], "--backend"))
+            o->backend = val;
+        else if (!strcmp(argv[i], "--test"))
+            o->tests = val;
+        else if (!strcmp(argv[i], "--fault"))
+            o->fault = val;
+        else if (!strcmp(argv[i], "--threshold"))
+            o->threshold = val;
+        else if (!strcmp(argv[i], "--lanes"))
+            num = &o->lanes;
+        else if (!strcmp(argv[i], "--helpers"))
+            num = &o->helpers;
+        else if (!strcmp(argv[i], "--local"))
+            num = &o->local;
+        else if (!strcmp(argv[i], "--stripe-timeout"))
+            num = &o->stripe_timeout;
+        else if (!strcmp(argv[i], "--watchdog"))
+            num = &o->watchdog;
+        else
+            return usage("unknown option", verbose);
+        if (num != NULL) {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (*end || v < 0 || v > 100000)
+                return usage("a bad number", verbose);
+            *num = (int)v;
+        }
+        i++;
+    }
+    if (strcmp(o->backend, "tcp") && strcmp(o->backend, "mpi") && strcmp(o->backend, "helper"))
+        return usage("unknown backend", verbose);
+    for (const char *p = o->tests; *p;) { /* every listed name must exist */
+        const size_t n = strcspn(p, ",");
+        int known = n == 3 && !strncmp(p, "all", 3);
+        for (const subtest_t *s = subtests; s->name && !known; s++)
+            known = strlen(s->name) == n && !strncmp(p, s->name, n);
+        if (!known)
+            return usage("unknown sub-test", verbose);
+        p += n + (p[n] == ',');
+    }
+    if (selected(o->tests, &subtests[0]) && strcmp(o->backend, "tcp"))
+        return usage("the fault sub-test needs --backend tcp", verbose);
+    return 0;
+}
+
+static int set_tunables(const options_t *o, int world_rank)
+{
+    char num[32];
+    int rc = 0;
+
+    rc |= setenv("MLN_STRIPE_BACKEND", o->backend, 1);
+    snprintf(num, sizeof(num), "%d", o->lanes);
+    rc |= setenv("MLN_STRIPE_LANES", num, 1);
+    snprintf(num, sizeof(num), "%d", o->helpers);
+    rc |= setenv("MLN_STRIPE_HELPERS", num, 1);
+    rc |= setenv("MLN_STRIPE_LOCAL", o->local ? "1" : "0", 1);
+    rc |= setenv("MLN_STRIPE_THRESHOLD", o->threshold, 1);
+    snprintf(num, sizeof(num), "%d", o->stripe_timeout);
+    rc |= setenv("MLN_STRIPE_TIMEOUT", num, 1);
+    /* the fault hook on the sender (world rank 0 is application rank 0) only */
+    if (selected(o->tests, &subtests[0]) && world_rank == 0)
+        rc |= setenv("MLN_STRIPE_FAULT", o->fault, 1);
+    return rc;
+}
+
+/* Runs one sub-test on every application rank; 1 when it passed on all. */
+static int run_subtest(tctx_t *t, const subtest_t *s, int index)
+{
+    const unsigned limit = (unsigned)(t->opt->watchdog * s->watchdog_factor);
+    int first = 0, bad;
+    double t0;
+
+    snprintf(watchdog_msg, sizeof(watchdog_msg),
+             "FAIL %s: rank %d: not done within %u s (hang; --watchdog)\n", s->name, t->rank,
+             limit);
+    t->ok = 1;
+    t->why[0] = '\0';
+    t->tag = 1000 * (index + 1);
+    MPI_Barrier(t->comm);
+    t0 = MPI_Wtime();
+    alarm(limit);
+    s->run(t);
+    MPI_Barrier(t->comm);
+    alarm(0);
+    bad = t->ok ? t->size : t->rank;
+    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, t->comm);
+    if (first < t->size)
+        MPI_Bcast(t->why, WHY_LEN, MPI_CHAR, first, t->comm);
+    if (t->rank == 0) {
+        if (first < t->size)
+            printf("FAIL %s: rank %d: %s\n", s->name, first, t->why);
+        else
+            printf("ok %s (%.2f s)\n", s->name, MPI_Wtime() - t0);
+        fflush(stdout);
+    }
+    return first == t->size;
+}
+
+int main(int argc, char **argv)
+{
+    options_t opt;
+    tctx_t t = {0};
+    int world_rank, world_size, rc, passed = 0, failed = 0;
+    uint64_t thr = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    rc = parse_options(argc, argv, world_rank == 0, &opt);
+    if (rc == 0 && mln_parse_size(opt.threshold, &thr) != MLN_OK)
+        rc = usage("a bad --threshold", world_rank == 0);
+    if (rc == 0 && set_tunables(&opt, world_rank) != 0)
+        rc = usage("setenv failed", 1);
+    if (rc != 0) {
+        MPI_Finalize();
+        return rc;
+    }
+    signal(SIGALRM, watchdog_fire);
+    if (mln_init() != MLN_OK) { /* helper ranks do not come back from here */
+        printf("FAIL init: rank %d: mln_init failed\n", world_rank);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    t.opt = &opt;
+    t.comm = mln_comm_world();
+    t.thr = (int64_t)thr;
+    MPI_Comm_rank(t.comm, &t.rank);
+    MPI_Comm_size(t.comm, &t.size);
+    t.partner = (t.rank ^ 1) < t.size ? t.rank ^ 1 : -1;
+    if (t.rank == 0) {
+        printf("# mpi_stripe: backend %s, %d lanes, %d application ranks of %d, threshold %lld, "
+               "local %d, tests %s\n",
+               mln_stripe_backend_name(), mln_stripe_lanes(), t.size, world_size, (long long)t.thr,
+               opt.local, opt.tests);
+        fflush(stdout);
+    }
+    if (t.size < 2) {
+        if (t.rank == 0)
+            printf("mpi_stripe: 1 application rank: nothing to test\n");
+    } else {
+        for (int i = 0; subtests[i].name; i++) {
+            if (selected(opt.tests, &subtests[i])) {
+                if (run_subtest(&t, &subtests[i], i))
+                    passed++;
+                else
+                    failed++;
+            }
+        }
+        if (t.rank == 0)
+            printf("mpi_stripe: %d ok, %d failed\n", passed, failed);
+    }
+    snprintf(watchdog_msg, sizeof(watchdog_msg),
+             "FAIL finalize: rank %d: mln_finalize + MPI_Finalize not done within 60 s (hang)\n",
+             t.rank);
+    alarm(60);
+    if (mln_finalize() != MLN_OK) {
+        fprintf(stderr, "mpi_stripe: rank %d: mln_finalize failed\n", t.rank);
+        failed++;
+    }
+    MPI_Finalize();
+    alarm(0);
+    return failed ? 1 : 0;
+}
