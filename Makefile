@@ -1,5 +1,5 @@
 # Multilane top-level Makefile.  The two quick-start commands:
-#   make demo   set everything up and run the main experiment
+#   make demo   set everything up and run the main experiment (seed 000 on the test bed; root)
 #   make test   set everything up, lint, and run the C (ctest) and Python (pytest) suites
 # Everything is idempotent: a second run only rebuilds what changed.
 
@@ -23,13 +23,15 @@ MULTILANE := $(VENV)/bin/multilane
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
 
-.PHONY: all setup system deps venv build demo test test-c test-python lint format install \
+.PHONY: all setup system deps venv build demo demo-local test test-c test-python lint format install \
         clean distclean help
 
 all: build
 
 help:
-	@echo "make demo       set up, then run scenarios/pt2pt-local.toml (Open MPI vs MPICH, shm vs tcp)"
+	@echo "make demo       set up, then run scenarios/seed000-stripe.toml (root: the emulated WAN;"
+	@echo "                striped lanes vs stock Open MPI and MPICH vs iperf3, ~13 minutes)"
+	@echo "make demo-local set up, then run scenarios/pt2pt-local.toml (Open MPI vs MPICH, shm vs tcp)"
 	@echo "make test       set up, lint, ctest for every MPI, pytest"
 	@echo "make build      build libmultilane, bench/ and tests for each MPI in MPIS ($(MPIS))"
 	@echo "make install    install MPI=$(MPI)'s build into PREFIX=$(PREFIX)"
@@ -73,6 +75,13 @@ setup: build venv
 
 # ---- the two commands ----------------------------------------------------------------------
 demo: setup
+	@if [ "$$(id -u)" != 0 ]; then \
+	    echo "multilane: make demo needs root (the test bed's network namespaces): run it with sudo, or make demo-local" >&2; \
+	    exit 2; \
+	fi
+	@$(MULTILANE) run scenarios/seed000-stripe.toml
+
+demo-local: setup
 	@$(MULTILANE) run scenarios/pt2pt-local.toml
 
 test: setup lint test-c test-python

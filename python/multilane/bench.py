@@ -43,7 +43,7 @@ class BenchRequest:
 
     benchmark: str
     mpi: str | None = None
-    np: int = 2
+    np: int | None = None  # None: the default (resolve_ranks); on a test bed: sites x ppn
     transport: str = "shm"
     options: Mapping[str, object] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
@@ -52,7 +52,7 @@ class BenchRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, str] = field(default_factory=dict)  # more --meta KEY=VALUE
     scenario: Path | None = None  # run across the hosts of this scenario's live test bed
-    ppn: int = 1  # ranks per test-bed host
+    ppn: int | None = None  # ranks per test-bed host; None: the default (resolve_ranks)
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class PreparedRun:
     log_path: Path
     launch: LaunchCommand
     testbed: TestbedRun | None = None
+    note: str = ""  # how the ranks were chosen, when the benchmark chose them
 
     @property
     def tag(self) -> str:
@@ -95,6 +96,48 @@ class RunOutcome:
 def slug(text: str) -> str:
     """A file-name-safe form of a label."""
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("._") or "run"
+
+
+DEFAULT_NP = 2
+DEFAULT_PPN = 1
+
+
+def resolve_ranks(request: BenchRequest) -> tuple[BenchRequest, str]:
+    """The request with its rank counts filled in, and a note ('' if none) saying how they
+    follow from the benchmark's options; UsageError when a given count conflicts.
+
+    Without helper ranks: np 2 on one machine, ppn 1 on a test bed.  With helper:K lanes
+    (stripe) the library takes K ranks at the end of each host's ranks as helpers, so one
+    benchmark pair needs K + 1 ranks per host on a test bed (np = sites x (K + 1)) and
+    2 + K ranks on one machine."""
+    bench = get_benchmark(request.benchmark)
+    helpers = bench.helpers_per_host(request.options)
+    lanes = request.options.get("lanes", "")
+    ranks = f"{helpers} helper rank{'s' if helpers != 1 else ''}"
+    if request.scenario is not None:
+        if not helpers:
+            return replace(request, ppn=request.ppn or DEFAULT_PPN), ""
+        need = 1 + helpers
+        if request.ppn is not None and request.ppn != need:
+            raise UsageError(
+                f"lanes {lanes} needs {need} ranks per host (1 benchmark rank + {ranks}), "
+                f"got ppn {request.ppn}: leave ppn out, it is set for you"
+            )
+        note = (
+            f"lanes {lanes}: {need} ranks per host (1 benchmark rank + {ranks} the library "
+            "takes from the end of each host's ranks)"
+        )
+        return replace(request, ppn=need), note
+    if not helpers:
+        return replace(request, np=request.np or DEFAULT_NP), ""
+    need = 2 + helpers
+    if request.np is not None and request.np != need:
+        raise UsageError(
+            f"lanes {lanes} needs {need} ranks on one host (a benchmark pair + {ranks}), "
+            f"got np {request.np}: leave np out, it is set for you"
+        )
+    note = f"lanes {lanes}: {need} ranks (a benchmark pair + {ranks})"
+    return replace(request, np=need), note
 
 
 def check_tunables(ctx: Context, install_name: str, env: Mapping[str, str]) -> None:
@@ -126,15 +169,20 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     bench = get_benchmark(request.benchmark)
     install = mpimod.resolve(request.mpi, ctx.root, ctx.env, bench.program)
     launcher = launcher_for(install.flavour, Path(install.prefix))
+    option_args = bench.option_args(request.options)
+    request, note = resolve_ranks(request)
     testbed = _testbed_run(request, ctx, bench.name)
     if testbed is not None:
         request = replace(request, np=testbed.placement.np, transport="tcp")
+        if note:
+            note += f"; {testbed.placement.np} ranks on {len(testbed.placement.hosts)} hosts"
+    assert request.np is not None
     if request.np < bench.min_ranks:
         raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
-    option_args = bench.option_args(request.options)
     check_tunables(ctx, install.name, request.env)
     where = request.transport if testbed is None else Path(testbed.scenario).stem
-    label = request.label or f"{install.name}-{where}"
+    lanes = request.options.get("lanes")
+    label = request.label or "-".join(str(p) for p in (install.name, lanes, where) if p)
     json_path = out_dir / f"{slug(label)}.json"
     program = paths.program_path(ctx.root, install.name, bench.program)
     meta = {
@@ -144,6 +192,8 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
         "np": str(request.np),
         "label": label,
     }
+    if "lanes" in request.options:
+        meta["lanes"] = bench.options["lanes"].check(request.options["lanes"])
     if testbed is not None:
         meta["testbed"] = Path(testbed.scenario).stem
         meta["hosts"] = ",".join(testbed.placement.hosts)
@@ -157,12 +207,13 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
         )
     else:
         hosts_command = HOSTS_COMMANDS[install.flavour]
-        launch = hosts_command(Path(install.prefix), program_argv, testbed.placement, euid=ctx.euid)
+        launch = hosts_command(
+            Path(install.prefix), program_argv, testbed.placement, euid=ctx.euid, ncpus=ctx.ncpus
+        )
         launch = LaunchCommand(tuple(testbed.wrap(launch.argv)), launch.env)
     launch = LaunchCommand(launch.argv, {**request.env, **launch.env})
-    return PreparedRun(
-        request, bench, install, label, json_path, json_path.with_suffix(".log"), launch, testbed
-    )
+    log_path = json_path.with_suffix(".log")
+    return PreparedRun(request, bench, install, label, json_path, log_path, launch, testbed, note)
 
 
 def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun | None:
@@ -176,7 +227,8 @@ def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun |
         raise UsageError(f"{request.scenario}: no [network] table: not a test-bed scenario")
     if ctx.euid != 0:
         raise UsageError("runs on the test bed need root (network namespaces): run as root")
-    return tblaunch.placement(ctx, request.scenario, scenario.network, request.ppn, name)
+    ppn = request.ppn or DEFAULT_PPN
+    return tblaunch.placement(ctx, request.scenario, scenario.network, ppn, name)
 
 
 class ProgressEcho:
@@ -316,7 +368,10 @@ def run_bench(
     out_dir = new_results_dir(results_base, request.benchmark)
     prepared = prepare(request, ctx, out_dir)  # every check, before any folder is made
     make_results_dir(out_dir)
-    ctx.say(f"multilane: {prepared.benchmark.name} on {prepared.tag}, {request.np} ranks")
+    ranks = prepared.request.np
+    ctx.say(f"multilane: {prepared.benchmark.name} on {prepared.tag}, {ranks} ranks")
+    if prepared.note:
+        ctx.say(f"multilane: {prepared.note}")
     ctx.say(f"multilane: {prepared.describe()}")
     outcome = execute(prepared, ctx)
     if outcome.json_path is not None:

@@ -3,6 +3,7 @@ or a scenario (validated here, before anything is launched)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -11,6 +12,14 @@ from .errors import UsageError
 from .sizes import SizeSpecError, parse_size, parse_size_spec
 
 PT2PT_TESTS = ("latency", "bw", "bibw")
+STRIPE_TESTS = ("pingpong", "stream")
+MAX_LANES = 64  # tcp:N and mpi:N
+MAX_HELPERS = 16  # helper:K
+LANES_HELP = (
+    "stock (plain MPI), mpi or mpi:N, tcp:N (N 1..64 sockets), helper:K (K 1..16 helper "
+    "ranks per host)"
+)
+_LANES = re.compile(r"(stock|mpi|(mpi|tcp|helper):([1-9][0-9]*))")
 
 
 def _positive_int(value: object) -> str:
@@ -64,6 +73,75 @@ def _choices(allowed: tuple[str, ...]) -> Callable[[object], str]:
 
 
 @dataclass(frozen=True)
+class Lanes:
+    """A parsed lanes spec of the stripe benchmark: `kind` (stock, mpi, tcp, helper) and
+    `count` (N sockets or MPI lanes, K helper ranks per host; 0 when not given)."""
+
+    kind: str
+    count: int = 0
+
+    def __str__(self) -> str:
+        return self.kind if not self.count else f"{self.kind}:{self.count}"
+
+    @property
+    def helpers(self) -> int:
+        """Helper ranks each host needs beyond the benchmark's own."""
+        return self.count if self.kind == "helper" else 0
+
+    @property
+    def paths(self) -> int | None:
+        """How many parallel paths carry a large message: stock 1, tcp:N N, mpi:N N,
+        helper:K 2K+1 (the direct path plus K helpers on each side); None for a bare `mpi`
+        (the library's default lane count)."""
+        if self.kind == "stock":
+            return 1
+        if self.kind == "helper":
+            return 2 * self.count + 1
+        return self.count or None
+
+
+def parse_lanes(value: object) -> Lanes:
+    """A lanes spec: stock, mpi, mpi:N, tcp:N (N 1..64), helper:K (K 1..16); ValueError
+    saying what is accepted otherwise."""
+    text = value.strip() if isinstance(value, str) else None
+    match = _LANES.fullmatch(text) if text else None
+    if match is None:
+        raise ValueError(f"invalid lanes {value!r} (expected {LANES_HELP})")
+    if text in ("stock", "mpi"):
+        return Lanes(text)
+    kind, count = match.group(2), int(match.group(3))
+    limit = MAX_HELPERS if kind == "helper" else MAX_LANES
+    if count > limit:
+        what = "helper ranks per host" if kind == "helper" else "lanes"
+        raise ValueError(f"invalid lanes {value!r}: at most {limit} {what} ({kind}:1..{limit})")
+    return Lanes(kind, count)
+
+
+def _lanes(value: object) -> str:
+    return str(parse_lanes(value))
+
+
+def _zero_one(value: object) -> str:
+    if value in (0, 1, "0", "1") and not isinstance(value, float):
+        return str(int(value))  # True and False are 1 and 0
+    raise ValueError(f"expected 0 or 1 (or true/false), got {value!r}")
+
+
+def _no_helpers(_options: Mapping[str, object]) -> int:
+    return 0
+
+
+def _stripe_helpers(options: Mapping[str, object]) -> int:
+    lanes = options.get("lanes")
+    if lanes is None:
+        return 0
+    try:
+        return parse_lanes(lanes).helpers
+    except ValueError as exc:
+        raise UsageError(f"lanes: {exc}") from None
+
+
+@dataclass(frozen=True)
 class Option:
     """One program option: its flag and a checker that returns the argument text."""
 
@@ -84,6 +162,8 @@ class Benchmark:
     # Payload per timed iteration of each metric's test, as a multiple of the message size
     # ("2", "window", "2*window": numbers or row columns); used to prove test-bed bytes.
     payload: Mapping[str, str] = field(default_factory=dict)
+    # Extra ranks per host the program needs for these option values (stripe's helper:K).
+    helpers_per_host: Callable[[Mapping[str, object]], int] = _no_helpers
 
     def option_args(self, values: Mapping[str, object], where: str = "") -> list[str]:
         """Program arguments for option values; UsageError naming the key when one is bad."""
@@ -122,7 +202,32 @@ PT2PT = Benchmark(
     payload=MappingProxyType({"latency_us": "2", "bw_MBps": "window", "bibw_MBps": "2*window"}),
 )
 
-BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType({b.name: b for b in (PT2PT,)})
+STRIPE = Benchmark(
+    name="stripe",
+    program="mln-stripe",
+    description="striped point-to-point (mln_stripe_*): one-way ping-pong time and streaming "
+    "bandwidth over the chosen lanes, rank pairs (r, r + n/2)",
+    options=MappingProxyType(
+        {
+            "lanes": Option("--lanes", _lanes, LANES_HELP),
+            "local": Option("--local", _zero_one, "1: stripe between ranks of one host too"),
+            "sizes": Option("--sizes", _size_spec, "message sizes, e.g. 100K,1M,10M"),
+            "reps": Option("--reps", _positive_int, "timed repetitions per size (median)"),
+            "warmup": Option("--warmup", _non_negative_int, "warm-up repetitions per size"),
+            "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
+            "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
+            "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
+            "tests": Option("--tests", _choices(STRIPE_TESTS), "subset of pingpong, stream"),
+            "window": Option("--window", _positive_int, "messages in flight for stream"),
+            "window_bytes": Option("--window-bytes", _size, "cap on window * message size"),
+        }
+    ),
+    min_ranks=2,
+    payload=MappingProxyType({"time_us": "2", "bw_Mbps": "window"}),
+    helpers_per_host=_stripe_helpers,
+)
+
+BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType({b.name: b for b in (PT2PT, STRIPE)})
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -13,8 +13,8 @@ from typing import NoReturn
 
 from . import __version__, paths
 from . import mpi as mpimod
-from .bench import DEFAULT_TIMEOUT_S, BenchRequest, run_bench
-from .benchmarks import BENCHMARKS
+from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, run_bench
+from .benchmarks import BENCHMARKS, LANES_HELP, get_benchmark, parse_lanes
 from .context import Context
 from .errors import MultilaneError, UsageError
 from .launchers import TRANSPORTS
@@ -60,6 +60,13 @@ def _size_spec(text: str) -> str:
     return text
 
 
+def _lanes(text: str) -> str:
+    try:
+        return str(parse_lanes(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="multilane", description=__doc__)
@@ -94,10 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         "up for the run and taken down after, unless it is already up)",
     )
     bench.add_argument(
-        "--ppn", type=_positive_int, default=1, help="ranks per test-bed host (default 1)"
+        "--ppn",
+        type=_positive_int,
+        help="ranks per test-bed host (default 1; helper:K lanes: K + 1, set for you)",
     )
     bench.add_argument("--sizes", type=_size_spec, help="message sizes: 1:64M or 0,1,4K")
     bench.add_argument("--reps", type=_positive_int, help="timed repetitions per size")
+    bench.add_argument("--lanes", type=_lanes, metavar="SPEC", help=f"stripe: {LANES_HELP}")
     bench.add_argument(
         "--timeout",
         type=_positive_float,
@@ -153,19 +163,20 @@ def cmd_config(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
-    options = {k: v for k, v in (("sizes", args.sizes), ("reps", args.reps)) if v is not None}
+    given = (("sizes", args.sizes), ("reps", args.reps), ("lanes", args.lanes))
+    options = {k: v for k, v in given if v is not None}
     if args.scenario is not None:
         if args.transport == "shm" or args.np is not None:
             raise UsageError(
                 "with --scenario the ranks go one host per site over the emulated network: "
                 "leave out --transport and --np (use --ppn for ranks per host)"
             )
-    elif args.ppn != 1:
+    elif args.ppn is not None:
         raise UsageError("--ppn needs --scenario (ranks per test-bed host)")
     request = BenchRequest(
         benchmark=args.name,
         mpi=args.mpi,
-        np=args.np or 2,
+        np=args.np,
         transport=args.transport or "shm",
         options=options,
         extra_args=tuple(args.extra),
@@ -174,6 +185,8 @@ def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
         scenario=args.scenario,
         ppn=args.ppn,
     )
+    get_benchmark(args.name).option_args(options)  # before any test bed is brought up
+    resolve_ranks(request)
     results = args.results or paths.default_results_dir(ctx.root)
     if args.scenario is None:
         run_bench(request, ctx, results.resolve(), args.json)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from . import mpi as mpimod
 from . import paths
 from .bench import (
     PreparedRun,
@@ -15,10 +19,19 @@ from .bench import (
     new_results_dir,
     prepare,
 )
+from .benchmarks import get_benchmark
 from .context import Context
 from .errors import MultilaneError, RunError
 from .report import Report, make_report
 from .scenario import Scenario
+
+if TYPE_CHECKING:
+    from .testbed.bed import Testbed
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Strict, indented JSON."""
+    path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n")
 
 
 @dataclass(frozen=True)
@@ -30,16 +43,29 @@ class ExperimentResult:
     report: Report | None
 
 
+CHECK_FILE = "testbed-check.json"
+
+
 def plan(scenario: Scenario, ctx: Context, out_dir: Path) -> list[PreparedRun]:
     """Every run checked and its command built, before anything starts (UsageError if not)."""
     return [prepare(request, ctx, out_dir) for request in scenario.runs]
 
 
+def precheck(scenario: Scenario, ctx: Context) -> None:
+    """What can be checked before a test bed is brought up: each run's MPI is installed and
+    its program built (UsageError if not)."""
+    for request in scenario.runs:
+        mpimod.resolve(request.mpi, ctx.root, ctx.env, get_benchmark(request.benchmark).program)
+
+
 def print_plan(scenario: Scenario, prepared: list[PreparedRun], ctx: Context) -> None:
-    """The dry-run listing: one command per run."""
+    """The dry-run listing: one command per run (with how its ranks were chosen)."""
     ctx.say(f"scenario {scenario.name}: {len(prepared)} runs ({paths.display(scenario.path)})")
+    if scenario.testbed_check:
+        ctx.say(f"first: testbed check (RTT, loss, iperf3 1 and 8 streams) -> {CHECK_FILE}")
     for i, run in enumerate(prepared, 1):
-        ctx.say(f"({i}/{len(prepared)}) {run.label}: {run.describe()}")
+        note = f" [{run.note}]" if run.note else ""
+        ctx.say(f"({i}/{len(prepared)}) {run.label}{note}: {run.describe()}")
 
 
 def run_scenario(
@@ -54,27 +80,65 @@ def run_scenario(
         return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir)
     from .testbed.commands import testbed_for  # noqa: PLC0415 - avoids an import cycle
 
-    with testbed_for(scenario.path, ctx):
+    precheck(scenario, ctx)
+    with testbed_for(scenario.path, ctx) as bed:
         # Planned once the test bed is up: the placement needs the live one.
-        return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir)
+        return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir, bed)
+
+
+def _testbed_check(bed: Testbed, ctx: Context, out_dir: Path) -> str:
+    """`testbed check` into out_dir/testbed-check.json; '' or why it failed."""
+    from .testbed.check import check, check_document, format_rows  # noqa: PLC0415
+
+    ctx.say("testbed check: RTT, loss, iperf3 with 1 and 8 streams ...")
+    try:
+        rows = check(ctx, bed.state, quiet=False)
+    except MultilaneError as exc:
+        return f"testbed check failed: {exc}"
+    write_json(out_dir / CHECK_FILE, check_document(bed.state, rows))
+    ctx.say(format_rows(rows))
+    ctx.say(f"testbed check: {paths.display(out_dir / CHECK_FILE)}")
+    return ""
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
 
 
 def _execute_all(
-    scenario: Scenario, prepared: list[PreparedRun], ctx: Context, out_dir: Path
+    scenario: Scenario,
+    prepared: list[PreparedRun],
+    ctx: Context,
+    out_dir: Path,
+    bed: Testbed | None = None,
 ) -> ExperimentResult:
-    """Run every prepared run into `out_dir`, then report."""
+    """Run every prepared run into `out_dir` (after the test-bed check when the scenario
+    asks for one), then report."""
     make_results_dir(out_dir)
     shutil.copyfile(scenario.path, out_dir / "scenario.toml")
     ctx.say(f"scenario {scenario.name}: {len(prepared)} runs into {paths.display(out_dir)}")
+    start = time.monotonic()
+    problems = []
+    if scenario.testbed_check and bed is not None:
+        problem = _testbed_check(bed, ctx, out_dir)
+        if problem:
+            ctx.say(f"multilane: {problem}")
+            problems.append(problem)
     outcomes = []
     for i, run in enumerate(prepared, 1):
         req = run.request
+        note = f" ({run.note})" if run.note else ""
         ctx.say(
             f"({i}/{len(prepared)}) {run.install.name} {req.transport} {run.benchmark.name} "
-            f"np={req.np} [{run.label}] ..."
+            f"np={req.np} [{run.label}]{note} ..."
         )
         outcome = execute(run, ctx, prefix=f"({i}/{len(prepared)} {run.tag}) ")
-        ctx.say(f"({i}/{len(prepared)}) {outcome.message} in {outcome.duration_s:.1f} s")
+        elapsed = _clock(time.monotonic() - start)
+        ctx.say(
+            f"({i}/{len(prepared)}) {outcome.message} in {outcome.duration_s:.1f} s "
+            f"(scenario elapsed {elapsed})"
+        )
         outcomes.append(outcome)
     report = None
     if any(o.json_path for o in outcomes):
@@ -86,9 +150,13 @@ def _execute_all(
         print_report(report, ctx)
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        raise RunError(
-            f"{len(failed)} of {len(outcomes)} runs failed: " + "; ".join(o.message for o in failed)
+        problems.insert(
+            0,
+            f"{len(failed)} of {len(outcomes)} runs failed: "
+            + "; ".join(o.message for o in failed),
         )
+    if problems:
+        raise RunError("; ".join(problems))
     return ExperimentResult(out_dir, tuple(outcomes), report)
 
 

@@ -146,13 +146,20 @@ def _check_placement(placement: HostPlacement, program_argv: Sequence[str]) -> N
 
 
 def openmpi_hosts_command(
-    prefix: Path, program_argv: Sequence[str], placement: HostPlacement, *, euid: int
+    prefix: Path,
+    program_argv: Sequence[str],
+    placement: HostPlacement,
+    *,
+    euid: int,
+    ncpus: int | None = None,
 ) -> LaunchCommand:
     """Open MPI across test-bed hosts: TCP BTL (plus sm between ranks of one host), both the
     BTL and the runtime's out-of-band channel restricted to the emulated subnet, daemons
     started through the agent.  `--bind-to none`: every emulated host sees all cores of the
     one real machine, so default binding would put rank 0 of every host on core 0 (measured:
-    4 ms per ping-pong as the ranks take turns on one core)."""
+    4 ms per ping-pong as the ranks take turns on one core).  When the ranks of all hosts
+    outnumber the machine's `ncpus` cores (helper ranks), `mpi_yield_when_idle` makes idle
+    ranks give their core away to the ones (and the delay line) that have work."""
     _check_placement(placement, program_argv)
     hosts = ",".join(f"{h}:{placement.ppn}" for h in placement.hosts)
     btl = "self,sm,tcp" if placement.ppn > 1 else "self,tcp"
@@ -179,8 +186,10 @@ def openmpi_hosts_command(
         "--mca",
         "oob_tcp_if_include",
         placement.subnet,
-        *program_argv,
     ]
+    if ncpus is not None and placement.np > ncpus:
+        argv += ["--mca", "mpi_yield_when_idle", "1"]
+    argv += program_argv
     # The remote daemons (prted) are found through PATH, as over ssh.
     env = {"PATH": f"{prefix / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin"}
     if euid == 0:
@@ -190,12 +199,17 @@ def openmpi_hosts_command(
 
 
 def mpich_hosts_command(
-    prefix: Path, program_argv: Sequence[str], placement: HostPlacement, *, euid: int
+    prefix: Path,
+    program_argv: Sequence[str],
+    placement: HostPlacement,
+    *,
+    euid: int,
+    ncpus: int | None = None,
 ) -> LaunchCommand:
     """MPICH (hydra) across test-bed hosts: proxies started through the agent and calling
     back on the emulated interface; the OFI netmod's tcp provider on that interface (the UCX
     netmod would carry cross-namespace traffic through shared memory, never the link)."""
-    del euid  # hydra has no root guard
+    del euid, ncpus  # hydra has no root guard; MPICH has no yield-when-idle setting
     _check_placement(placement, program_argv)
     netenv = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": placement.iface}
     genv = [arg for key, value in netenv.items() for arg in ("-genv", key, value)]

@@ -13,10 +13,11 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from . import __version__, paths
+from . import __version__, paths, stripe_report
 from .errors import MultilaneError
 from .results import is_result, load_result, read_json, run_label
 from .sizes import format_size
+from .testbed.check import CHECK_SCHEMA
 
 TICK_STEPS = (1, 2, 5, 10)
 MAX_CELL = 60
@@ -58,6 +59,8 @@ def collect(in_dir: Path) -> tuple[dict[str, list[Run]], list[str]]:
         except MultilaneError:
             notes.append(f"skipped {path.name}: not valid JSON")
             continue
+        if is_check(doc):
+            continue  # the test bed's check: read by load_checks
         if not is_result(doc):
             notes.append(f"skipped {path.name}: not a multilane result")
             continue
@@ -74,6 +77,24 @@ def collect(in_dir: Path) -> tuple[dict[str, list[Run]], list[str]]:
             if counts[run.label] > 1:
                 runs[i] = Run(f"{run.label} ({run.path.stem})", run.path, run.doc)
     return groups, notes
+
+
+def is_check(doc: Any) -> bool:
+    """Whether a parsed JSON document is a stored `testbed check` (testbed-check.json)."""
+    return isinstance(doc, dict) and doc.get("schema") == CHECK_SCHEMA
+
+
+def load_checks(in_dir: Path) -> list[dict[str, Any]]:
+    """The stored test-bed checks of a folder (iperf3, RTT, loss), by file name."""
+    checks = []
+    for path in sorted(in_dir.glob("*.json")):
+        try:
+            doc = read_json(path)
+        except MultilaneError:
+            continue
+        if is_check(doc) and isinstance(doc.get("rows"), list):
+            checks.append(doc)
+    return checks
 
 
 def metrics_of(runs: list[Run]) -> list[dict[str, Any]]:
@@ -232,6 +253,7 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
     """Read the results of `in_dir`, write PNGs and report.md into `out_dir` (default: same)."""
     out_dir = in_dir if out_dir is None else out_dir
     groups, notes = collect(in_dir)
+    checks = load_checks(in_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     images: list[Path] = []
     md = [
@@ -258,8 +280,18 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             md += ["", f"### {metric['name']} [{metric['unit']}]", "", metric["description"]]
             md += ["", *table, "", f"![{title}]({png.name})"]
             text += ["", title, *table]
+        if benchmark == "stripe":
+            part = stripe_report.section(runs, checks, out_dir, _table)
+            md += part.markdown
+            images += part.images
+            text += part.text
+            notes += part.notes
         md += ["", f"### {benchmark}: runs", "", *provenance_table(runs, out_dir)]
         md += ["", "Commands:", "", *_commands(runs)]
+    if checks:
+        table = stripe_report.check_table(checks, _table)
+        md += ["", "## Test bed check", "", "Stored in testbed-check.json.", "", *table]
+        text += ["", "testbed check", *table]
     if notes:
         md += ["", "## Notes", "", *(f"- {n}" for n in notes)]
     markdown = out_dir / "report.md"

@@ -8,13 +8,14 @@
     sizes = "1:64M"                   # options of the benchmark program
     [matrix]                          # every combination becomes a run, labelled mpi-transport
     mpi = ["openmpi", "mpich"]
-    transport = ["shm", "tcp"]
+    transport = ["shm", "tcp"]        # also any option of the benchmark: lanes = ["tcp:8"]
     [[run]]                           # and/or explicit runs, each overriding the defaults
     mpi = "openmpi"
     transport = "tcp"
     label = "openmpi-tcp-4"
     np = 4
     [network]                         # the emulated test bed (testbed/topology.py)
+    testbed_check = true              # (top level) testbed check first: testbed-check.json
 
 Problems are reported as ``FILE: WHERE: PROBLEM`` before anything runs."""
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import mpi as mpimod
-from .bench import DEFAULT_TIMEOUT_S, BenchRequest, slug
+from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, slug
 from .benchmarks import BENCHMARKS, get_benchmark
 from .errors import UsageError
 from .launchers import TRANSPORTS
@@ -39,9 +40,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "network", "defaults", "matrix", "run")
+TOP_KEYS = ("name", "description", "testbed_check", "network", "defaults", "matrix", "run")
 RUN_KEYS = ("benchmark", "mpi", "transport", "np", "ppn", "label", "timeout", "env", "args")
-MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn")
+MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn")  # and any benchmark option
 LOCAL_ONLY_KEYS = ("transport", "np")  # a [network] scenario places ranks by site (ppn)
 DEFAULT_BENCHMARK = "pt2pt"
 
@@ -60,6 +61,9 @@ class Scenario:
     path: Path
     runs: tuple[BenchRequest, ...]
     network: Network | None = None
+    # `multilane testbed check` (RTT, loss, iperf3 with 1 and 8 streams) before the runs,
+    # stored as testbed-check.json beside the results; needs a [network].
+    testbed_check: bool = False
 
 
 def _type_name(value: object) -> str:
@@ -134,7 +138,7 @@ class _Loader:
         return BenchRequest(
             benchmark=bench.name,
             mpi=merged["mpi"],
-            np=merged.get("np", 2),
+            np=merged.get("np"),
             transport=merged.get("transport", "shm"),
             options=options,
             extra_args=tuple(merged.get("args", ())),
@@ -142,12 +146,42 @@ class _Loader:
             label=merged.get("label"),
             env=dict(merged.get("env", {})),
             meta={"scenario": name},
-            ppn=merged.get("ppn", 1),
+            ppn=merged.get("ppn"),
         )
+
+    def matrix_option(self, key: str, values: list[Any], benchmark: str | None) -> None:
+        """A benchmark option varied by [matrix] (e.g. lanes = ["stock", "tcp:8"]): every
+        value checked by the benchmark of [defaults] (per run, when the matrix varies it)."""
+        if benchmark is None:
+            return  # [matrix] varies the benchmark: each combination is checked as a run
+        bench = BENCHMARKS.get(benchmark)
+        if bench is None:
+            return  # reported as defaults.benchmark
+        option = bench.options.get(key)
+        if option is None:
+            raise self.fail(
+                f"matrix.{key}",
+                f"not an option of benchmark {bench.name} (its options: "
+                f"{', '.join(bench.options)}; set benchmark in [defaults])",
+            )
+        for i, value in enumerate(values):
+            try:
+                option.check(value)
+            except ValueError as exc:
+                raise self.fail(f"matrix.{key}[{i}]", str(exc)) from None
 
 
 def _matrix_label(combo: Mapping[str, Any]) -> str:
-    return "-".join(f"np{v}" if k == "np" else str(v) for k, v in combo.items())
+    """A run's label from its matrix values: 'openmpi-tcp', 'np4', 'openmpi-tcp:8', 'window16'."""
+    parts = []
+    for key, value in combo.items():
+        if key == "np":
+            parts.append(f"np{value}")
+        elif key in MATRIX_KEYS or key == "lanes":
+            parts.append(str(value))
+        else:
+            parts.append(f"{key}{value}")
+    return "-".join(parts)
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -171,12 +205,22 @@ def load_scenario(path: Path) -> Scenario:
         raise loader.fail("name", "must not be empty")
     defaults = loader.table(doc, "defaults")
     loader.check_keys(defaults, "defaults", RUN_KEYS)
+    testbed_check = doc.get("testbed_check", False)
+    if not isinstance(testbed_check, bool):
+        got = _type_name(testbed_check)
+        raise loader.fail("testbed_check", f"expected true or false, got {got}")
     matrix = loader.table(doc, "matrix")
+    options = {o for b in BENCHMARKS.values() for o in b.options}
+    matrix_bench = None if "benchmark" in matrix else defaults.get("benchmark", DEFAULT_BENCHMARK)
     for key, values in matrix.items():
-        if key not in MATRIX_KEYS:
-            raise loader.fail(f"matrix.{key}", f"unknown key (allowed: {', '.join(MATRIX_KEYS)})")
+        if key not in MATRIX_KEYS and key not in options:
+            allowed = ", ".join([*MATRIX_KEYS, *sorted(options)])
+            raise loader.fail(f"matrix.{key}", f"unknown key (allowed: {allowed})")
         if not isinstance(values, list) or not values:
             raise loader.fail(f"matrix.{key}", "expected a non-empty array")
+        if key not in MATRIX_KEYS:
+            loader.matrix_option(key, values, matrix_bench)
+            continue
         for i, value in enumerate(values):
             problem = _check_common(key, value)
             if problem:
@@ -210,6 +254,8 @@ def load_scenario(path: Path) -> Scenario:
                 raise loader.fail(f"{where}.{key}", "ppn needs a [network] (ranks per host)")
     if network is not None:
         requests = [replace(r, scenario=path, transport="tcp") for r in requests]
+    elif testbed_check:
+        raise loader.fail("testbed_check", "needs a [network] (the test bed to measure)")
     seen: dict[str, int] = {}
     for i, req in enumerate(requests):
         label = req.label or (req.mpi if network is not None else f"{req.mpi}-{req.transport}")
@@ -217,5 +263,8 @@ def load_scenario(path: Path) -> Scenario:
             first = seen[slug(label)] + 1
             raise loader.fail(f"run {i + 1}", f"label '{label}' repeats run {first}; set label")
         seen[slug(label)] = i
-        requests[i] = replace(req, label=label)
-    return Scenario(name, description, path, tuple(requests), network)
+        try:
+            requests[i], _ = resolve_ranks(replace(req, label=label))
+        except UsageError as exc:
+            raise loader.fail(f"run {i + 1} ({label})", str(exc)) from None
+    return Scenario(name, description, path, tuple(requests), network, testbed_check)

@@ -77,6 +77,51 @@ if out:
 sys.exit(1 if errors else 0)
 """
 
+FAKE_STRIPE = r"""
+import json, sys
+args, meta, out, params = sys.argv[1:], {}, None, {"lanes": "tcp:8", "sizes": "1,1M"}
+values = ("--lanes", "--local", "--sizes", "--reps", "--warmup", "--min-iters", "--max-iters",
+          "--iter-budget", "--tests", "--window", "--window-bytes")
+i = 0
+while i < len(args):
+    a = args[i]
+    if a == "--meta":
+        k, v = args[i + 1].split("=", 1); meta[k] = v
+    elif a == "--json":
+        out = args[i + 1]
+    elif a in values:
+        params[a[2:].replace("-", "_")] = args[i + 1]
+    else:
+        print(f"mln-stripe: error: unknown option '{a}'"); sys.exit(2)
+    i += 2
+from multilane.sizes import parse_size_spec
+sizes = parse_size_spec(params["sizes"])
+fast = 8 if params["lanes"].startswith(("tcp:", "helper:")) else 1
+print("#        bytes   iters  window  time_us  bw_Mbps  errors")
+rows = []
+for b in sizes:
+    t, bw = 5000.0 + b / (16.0 * fast), 100.0 * fast
+    rows.append({"bytes": b, "iters": 5, "errors": 0, "window": 8, "time_us": t,
+                 "time_us_min": t, "time_us_max": t, "bw_Mbps": bw, "bw_Mbps_min": bw,
+                 "bw_Mbps_max": bw})
+    print(f"{b:>13} {5:>6} {8:>7} {t:>8.1f} {bw:>8.1f} {0:>7}", flush=True)
+print("# verdict: PASS")
+doc = {"schema": "multilane-result", "data_version": 1, "benchmark": "stripe",
+       "status": "pass", "errors": 0,
+       "provenance": {"multilane_version": "0.1.0", "mpi_library": "Fake MPI 1.0",
+                      "mpi_standard": "3.1", "nranks": 2, "nhosts": 1, "hosts": ["h"],
+                      "date": "2026-01-01T00:00:00Z", "command": " ".join(sys.argv),
+                      "params": params, "meta": meta},
+       "metrics": [{"name": "time_us", "unit": "us", "statistic": "median",
+                    "description": "fake one-way time", "higher_is_better": False},
+                   {"name": "bw_Mbps", "unit": "Mbit/s", "statistic": "median",
+                    "description": "fake bandwidth", "higher_is_better": True}],
+       "rows": rows}
+if out:
+    with open(out, "w") as f:
+        json.dump(doc, f)
+"""
+
 FAKE_CONFIG = r"""
 import os, sys
 value = os.environ.get("MLN_LOG", "warn")
@@ -111,7 +156,8 @@ def fixtures() -> Path:
 
 @pytest.fixture
 def fake_root(tmp_path: Path) -> Path:
-    """A Multilane tree with a fake Open MPI (installed and built) and no MPICH."""
+    """A Multilane tree with a fake Open MPI (installed, mln-pt2pt and mln-stripe built) and
+    no MPICH."""
     root = tmp_path / "tree"
     (root / "scenarios").mkdir(parents=True)
     (root / "CMakeLists.txt").write_text("# fake\n")
@@ -123,6 +169,7 @@ def fake_root(tmp_path: Path) -> Path:
     _script(prefix / "bin" / "mpirun", FAKE_LAUNCHER)
     _script(root / "build" / "openmpi" / "bin" / "mln-pt2pt", FAKE_BENCH)
     _script(root / "build" / "openmpi" / "bin" / "mln-config", FAKE_CONFIG)
+    _script(root / "build" / "openmpi" / "bin" / "mln-stripe", FAKE_STRIPE)
     return root
 
 

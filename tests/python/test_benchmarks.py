@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from multilane.benchmarks import BENCHMARKS
+from multilane.benchmarks import BENCHMARKS, STRIPE, Lanes, parse_lanes
+from multilane.errors import UsageError
+from multilane.testbed.launch import payload_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = [m for m in ("openmpi", "mpich") if (ROOT / "build" / m / "bin").is_dir()]
@@ -40,6 +42,8 @@ def _help_sections(text: str) -> dict[str, list[str]]:
 def test_options_match_program_help(name: str) -> None:
     bench = BENCHMARKS[name]
     exe = ROOT / "build" / BUILT[0] / "bin" / bench.program
+    if not exe.exists():
+        pytest.skip(f"{bench.program} is not built in build/{BUILT[0]}: run `make build`")
     proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     sections = _help_sections(proc.stdout)
@@ -53,3 +57,92 @@ def test_options_match_program_help(name: str) -> None:
     assert check(",".join(tests)) == ",".join(tests)  # every program test is accepted
     with pytest.raises(ValueError):
         check("no_such_test")
+
+
+# ---- the stripe benchmark's options (no build needed) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "count", "helpers", "paths"),
+    [
+        ("stock", "stock", 0, 0, 1),
+        ("mpi", "mpi", 0, 0, None),
+        ("mpi:4", "mpi", 4, 0, 4),
+        ("tcp:1", "tcp", 1, 0, 1),
+        ("tcp:64", "tcp", 64, 0, 64),
+        ("helper:1", "helper", 1, 1, 3),
+        ("helper:16", "helper", 16, 16, 33),
+        (" tcp:8 ", "tcp", 8, 0, 8),
+    ],
+)
+def test_lanes_accepted(spec: str, kind: str, count: int, helpers: int, paths: int | None) -> None:
+    lanes = parse_lanes(spec)
+    assert lanes == Lanes(kind, count)
+    assert (lanes.helpers, lanes.paths) == (helpers, paths)
+    assert str(lanes) == spec.strip()
+    assert STRIPE.option_args({"lanes": spec}) == ["--lanes", spec.strip()]
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("tcp", "expected stock (plain MPI), mpi or mpi:N, tcp:N (N 1..64"),
+        ("tcp:0", "expected stock"),
+        ("tcp:08", "expected stock"),
+        ("tcp:65", "at most 64 lanes (tcp:1..64)"),
+        ("mpi:65", "at most 64 lanes (mpi:1..64)"),
+        ("helper:17", "at most 16 helper ranks per host (helper:1..16)"),
+        ("helper:0", "helper:K (K 1..16"),
+        ("helper", "expected stock"),
+        ("udp:4", "expected stock"),
+        ("Stock", "expected stock"),
+        ("tcp:4,tcp:8", "expected stock"),
+        ("", "expected stock"),
+        (8, "invalid lanes 8"),
+    ],
+)
+def test_lanes_rejected(spec: object, why: str) -> None:
+    with pytest.raises(ValueError, match="invalid lanes") as info:
+        parse_lanes(spec)
+    assert why in str(info.value)
+    with pytest.raises(UsageError, match=r"^lanes: invalid lanes"):
+        STRIPE.option_args({"lanes": spec})
+
+
+def test_stripe_options() -> None:
+    args = STRIPE.option_args(
+        {"local": True, "tests": "pingpong", "window": 4, "window_bytes": "32M", "sizes": "1M"}
+    )
+    assert args == [
+        "--local", "1", "--tests", "pingpong", "--window", "4", "--window-bytes", "32M",
+        "--sizes", "1M",
+    ]  # fmt: skip
+    assert STRIPE.option_args({"local": 0}) == ["--local", "0"]
+    for bad, message in ((2, "expected 0 or 1"), ("yes", "expected 0 or 1")):
+        with pytest.raises(UsageError, match=message):
+            STRIPE.option_args({"local": bad})
+    with pytest.raises(UsageError, match=r"unknown name\(s\) latency"):
+        STRIPE.option_args({"tests": "latency"})
+    with pytest.raises(UsageError, match="unknown option 'transport' for stripe"):
+        STRIPE.option_args({"transport": "tcp"})
+    assert STRIPE.min_ranks == 2 and STRIPE.program == "mln-stripe"
+
+
+def test_stripe_helpers_per_host() -> None:
+    assert STRIPE.helpers_per_host({}) == 0
+    assert STRIPE.helpers_per_host({"lanes": "tcp:8"}) == 0
+    assert STRIPE.helpers_per_host({"lanes": "helper:3"}) == 3
+    with pytest.raises(UsageError, match="lanes: invalid lanes 'helper:99'"):
+        STRIPE.helpers_per_host({"lanes": "helper:99"})
+    assert BENCHMARKS["pt2pt"].helpers_per_host({"lanes": "helper:3"}) == 0
+
+
+def test_stripe_payload_factors() -> None:
+    """The test-bed byte proof: ping-pong moves 2 messages per iteration, stream a window."""
+    row = {"bytes": 1 << 20, "iters": 2, "window": 3}
+    doc = {
+        "provenance": {"params": {"reps": 3, "pairs": 1}},
+        "metrics": [{"name": "time_us"}, {"name": "bw_Mbps"}],
+        "rows": [row],
+    }
+    assert payload_bytes(doc, STRIPE.payload) == (1 << 20) * 2 * 3 * (2 + 3)

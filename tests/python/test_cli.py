@@ -49,7 +49,7 @@ def test_bench_bad_input(fake_root: Path, args: list[str], fragment: str) -> Non
 
 def test_unknown_benchmark(fake_root: Path) -> None:
     proc = multilane(["bench", "nope"], clean_env(fake_root))
-    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt)")
+    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt, stripe)")
 
 
 def test_invalid_tunable_is_refused_before_launch(fake_root: Path) -> None:
@@ -231,3 +231,74 @@ def test_config(fake_root: Path) -> None:
     assert json.loads(proc.stdout)[0]["value"] == "debug"
     (fake_root / "build" / "openmpi" / "bin" / "mln-config").unlink()
     _one_line_error(multilane(["config"], clean_env(fake_root)), "run make build")
+
+
+TESTBED = "scenarios/wan-2site.toml"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["stripe", "--lanes", "tcp:0"], "argument --lanes: invalid lanes 'tcp:0' (expected stock"),
+        (["stripe", "--lanes", "helper:17"], "at most 16 helper ranks per host"),
+        (["pt2pt", "--lanes", "tcp:4"], "unknown option 'lanes' for pt2pt (known: sizes"),
+        (
+            ["stripe", "--lanes", "helper:2", "--np", "2"],
+            "lanes helper:2 needs 4 ranks on one host (a benchmark pair + 2 helper ranks), "
+            "got np 2: leave np out",
+        ),
+        (
+            ["stripe", "--scenario", TESTBED, "--lanes", "helper:2", "--ppn", "2"],
+            "lanes helper:2 needs 3 ranks per host (1 benchmark rank + 2 helper ranks), got ppn 2",
+        ),
+    ],
+)
+def test_bench_lanes_bad_input(fake_root: Path, args: list[str], fragment: str) -> None:
+    """Refused before anything starts: no test bed is brought up, no folder made."""
+    _one_line_error(multilane(["bench", *args], clean_env(fake_root)), fragment)
+    assert not (fake_root / "results").exists()
+
+
+def test_bench_stripe_flow(fake_root: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "s.json"
+    args = ["stripe", "--lanes", "helper:1", "--sizes", "1K,1M", "--json", str(copy)]
+    proc = multilane(
+        ["bench", *args, "--", "--local", "1"],
+        clean_env(fake_root),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "multilane: stripe on openmpi/shm, 3 ranks" in proc.stdout
+    assert "multilane: lanes helper:1: 3 ranks (a benchmark pair + 1 helper rank)" in proc.stdout
+    doc = json.loads(copy.read_text())
+    assert doc["provenance"]["meta"]["lanes"] == "helper:1"
+    assert doc["provenance"]["meta"]["label"] == "openmpi-helper:1-shm"
+    assert doc["provenance"]["params"]["local"] == "1"
+    assert "-np 3" in " ".join(doc["provenance"]["launch"]["argv"])
+
+
+def test_run_stripe_scenario(fake_root: Path) -> None:
+    path = _scenario(
+        fake_root,
+        'name = "lanes"\n[defaults]\nbenchmark = "stripe"\nsizes = "1K,1M,10M"\nlocal = 1\n'
+        '[matrix]\nmpi = ["openmpi"]\nlanes = ["stock", "tcp:8", "helper:2"]\n',
+    )
+    dry = multilane(["run", str(path), "--dry-run"], clean_env(fake_root))
+    assert dry.returncode == 0, dry.stderr
+    assert "(3/3) openmpi-helper:2 [lanes helper:2: 4 ranks (a benchmark pair + 2 helper " in (
+        dry.stdout
+    )
+    assert "-np 4" in dry.stdout and "--lanes helper:2" in dry.stdout
+    assert not (fake_root / "results").exists()
+    proc = multilane(["run", str(path)], clean_env(fake_root))
+    assert proc.returncode == 0, proc.stderr
+    assert "(3/3) openmpi tcp stripe np=4" not in proc.stdout  # local runs: shm by default
+    assert "(3/3) openmpi shm stripe np=4 [openmpi-helper:2] (lanes helper:2: 4 ranks" in (
+        proc.stdout
+    )
+    assert "(scenario elapsed " in proc.stdout
+    folder = next((fake_root / "results").iterdir())
+    names = sorted(p.name for p in folder.glob("*.json"))
+    assert names == ["openmpi-helper_2.json", "openmpi-stock.json", "openmpi-tcp_8.json"]
+    assert (folder / "stripe-bandwidth.png").exists() and (folder / "stripe-lanes.png").exists()
+    md = (folder / "report.md").read_text()
+    assert "best tcp:N / stock" in md and "8.00x" in md  # the fake streams 8x stock

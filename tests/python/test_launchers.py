@@ -138,6 +138,21 @@ def test_openmpi_hosts_command() -> None:
     assert "OMPI_ALLOW_RUN_AS_ROOT" not in two.env
 
 
+def test_openmpi_hosts_command_yields_when_ranks_outnumber_cores() -> None:
+    """Helper ranks (stripe's helper:K, ppn = 1 + K) put more ranks on the machine than it
+    has cores: idle ranks must give their core to the busy ones and the delay line."""
+    build = launchers.openmpi_hosts_command
+    three = list(build(Path("/mpi"), ["p", "--x"], _placement(3), euid=0, ncpus=2).argv)
+    assert three[three.index("mpi_yield_when_idle") - 1] == "--mca"
+    assert three[three.index("mpi_yield_when_idle") + 1] == "1"
+    assert three[-2:] == ["p", "--x"]  # the program and its arguments stay last
+    for ncpus in (2, None):  # 2 ranks on 2 cores; or no core count given
+        one = build(Path("/mpi"), ["p"], _placement(1), euid=0, ncpus=ncpus)
+        assert "mpi_yield_when_idle" not in one.argv
+    mpich = launchers.mpich_hosts_command(Path("/mpi"), ["p"], _placement(3), euid=0, ncpus=2)
+    assert mpich.argv[-1] == "p"
+
+
 def test_mpich_hosts_command() -> None:
     cmd = launchers.mpich_hosts_command(Path("/mpi"), ["prog"], _placement(3), euid=0)
     argv = list(cmd.argv)

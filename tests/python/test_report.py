@@ -100,3 +100,125 @@ def test_only_zero_byte_rows(fixtures: Path, tmp_path: Path) -> None:
     (tmp_path / "zero.json").write_text(json.dumps(doc))
     report = make_report(tmp_path)
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in report.images)
+
+
+# ---- striped point-to-point: Fig. 2, bandwidth against lanes, the ratio table --------------
+
+# (mpi, lanes, stream Mbit/s at 10M, ping-pong us at 1M, factor on ping-pong time <= 256K)
+STRIPE_RUNS = [
+    ("openmpi", "stock", 125.0, 79000.0, 1.0),
+    ("openmpi", "tcp:1", 128.0, 70000.0, 1.01),
+    ("openmpi", "tcp:8", 940.0, 15000.0, 1.02),
+    ("openmpi", "tcp:16", 960.0, 14000.0, 0.99),
+    ("openmpi", "helper:2", 500.0, 30000.0, 1.04),
+    ("mpich", "stock", 126.0, 69000.0, 1.0),
+    ("mpich", "tcp:8", 900.0, 16000.0, 1.01),
+]
+
+
+def _stripe_dir(
+    fixtures: Path, folder: Path, runs: list[tuple[str, str, float, float, float]]
+) -> Path:
+    """Result files made from the stripe fixture, one per (mpi, lanes), as `multilane run`
+    names them, plus the test bed's check (iperf3: 132.8 and 979.3 Mbit/s)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = json.loads((fixtures / "result-stripe-openmpi-tcp8.json").read_text())
+    for n, (mpi, lanes, bw10, pp1m, small) in enumerate(runs):
+        doc = json.loads(json.dumps(base))
+        prov = doc["provenance"]
+        prov["meta"].update(mpi=mpi, lanes=lanes, label=f"{mpi}-{lanes}")
+        prov["params"]["lanes"] = lanes
+        prov["date"] = f"2026-11-22T16:{n:02d}:00Z"
+        for row in doc["rows"]:
+            t, b = row["time_us"], row["bw_Mbps"]
+            t = pp1m if row["bytes"] == 2**20 else t * small if row["bytes"] <= 256 * 1024 else t
+            b = bw10 if row["bytes"] == 10 * 2**20 else b
+            row.update(time_us=t, time_us_min=t, time_us_max=t * 1.1)
+            row.update(bw_Mbps=b, bw_Mbps_min=b * 0.9, bw_Mbps_max=b)
+        (folder / f"{mpi}-{lanes.replace(':', '_')}.json").write_text(json.dumps(doc))
+    shutil.copy(fixtures / "testbed-check.json", folder / "testbed-check.json")
+    return folder
+
+
+def _cells(md: str, first: str) -> list[str]:
+    """The cells of the last Markdown table row that starts with `first`."""
+    for line in reversed(md.splitlines()):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == first:
+            return cells[1:]
+    raise AssertionError(f"no row {first!r}")
+
+
+def test_stripe_report(fixtures: Path, tmp_path: Path) -> None:
+    folder = _stripe_dir(fixtures, tmp_path / "r", STRIPE_RUNS)
+    report = make_report(folder)
+    names = sorted(p.name for p in report.images)
+    assert names == [
+        "stripe-bandwidth.png", "stripe-bw_Mbps.png", "stripe-lanes.png", "stripe-summary.png",
+        "stripe-time_us.png",
+    ]  # fmt: skip
+    for image in report.images:
+        assert image.read_bytes().startswith(PNG_MAGIC), image
+    assert report.notes == ()  # testbed-check.json is read, not skipped
+    md = report.markdown.read_text()
+    assert "![stripe: stream bandwidth against message size](stripe-bandwidth.png)" in md
+    # columns: MPIs in the order their runs were made
+    assert _cells(md, "quantity") == ["openmpi", "mpich"]
+    assert _cells(md, "stream size used") == ["10M", "10M"]
+    assert _cells(md, "stock [Mbit/s]") == ["125", "126"]
+    assert _cells(md, "best tcp:N [Mbit/s]") == ["960 (tcp:16)", "900 (tcp:8)"]
+    assert _cells(md, "best tcp:N / iperf3 8 streams") == ["0.98x", "0.92x"]  # 960 / 979.3
+    assert _cells(md, "best tcp:N / stock") == ["7.68x", "7.14x"]
+    assert _cells(md, "tcp:8 / iperf3 8 streams") == ["0.96x", "0.92x"]
+    assert _cells(md, "tcp:8 / stock") == ["7.52x", "7.14x"]
+    assert _cells(md, "best helper:K / stock") == ["4.00x", "-"]  # no helper run for mpich
+    assert _cells(md, "ping-pong best tcp:N [us]") == ["14,000 (tcp:16)", "16,000 (tcp:8)"]
+    assert _cells(md, "ping-pong best tcp:N / stock") == ["0.18x", "0.23x"]
+    # at or below the 256K threshold the run recorded: the ratio furthest from 1 per MPI
+    assert "threshold (256K, as the runs recorded)" in md
+    for size in ("1K", "64K", "100K", "200K"):
+        assert _cells(md, size) == ["1.040 (helper:2)", "1.010 (tcp:8)"]
+    assert "iperf3 on the same test bed: 1 stream 133 Mbit/s, 8 streams 979 Mbit/s." in md
+    assert (
+        "openmpi: tcp:16 streams 960 Mbit/s at 10M, 0.98x iperf3 with 8 streams, "
+        "7.68x stock (125 Mbit/s)." in md
+    )
+    assert "openmpi: helper:2 streams 500 Mbit/s at 10M, 4.00x stock." in md
+    assert "striped ping-pong times are within 5% of stock: the furthest is 1.040x" in md
+    assert "## Test bed check" in md and "979.3 Mbit/s (0 retransmits)" in md
+    assert "stripe: ratios" in report.text
+
+
+def test_stripe_report_says_when_small_messages_slow_down(fixtures: Path, tmp_path: Path) -> None:
+    runs = [*STRIPE_RUNS[:2], ("openmpi", "tcp:4", 500.0, 20000.0, 1.08)]
+    md = make_report(_stripe_dir(fixtures, tmp_path / "r", runs)).markdown.read_text()
+    assert "are NOT within 5% of stock: the furthest is 1.080x (openmpi tcp:4 at 1K" in md
+
+
+def test_stripe_report_without_iperf3(fixtures: Path, tmp_path: Path) -> None:
+    folder = _stripe_dir(fixtures, tmp_path / "r", STRIPE_RUNS[:3])
+    (folder / "testbed-check.json").unlink()
+    report = make_report(folder)
+    assert "no testbed-check.json with iperf3 rows: no iperf3 lines or ratios" in report.notes
+    md = report.markdown.read_text()
+    assert _cells(md, "best tcp:N / iperf3 8 streams") == ["-"]
+    assert _cells(md, "best tcp:N / stock") == ["7.52x"]
+    assert "## Test bed check" not in md and "iperf3 on the same test bed" not in md
+
+
+def test_stripe_next_to_pt2pt(fixtures: Path, results_dir: Path) -> None:
+    """Folders with both benchmarks: each keeps its own section; runs that do not say their
+    lanes are left out of the stripe figures with a note, not an error."""
+    _stripe_dir(fixtures, results_dir, STRIPE_RUNS[:2])
+    doc = json.loads((results_dir / "openmpi-tcp_1.json").read_text())
+    del doc["provenance"]["meta"]["lanes"], doc["provenance"]["params"]["lanes"]
+    (results_dir / "openmpi-tcp_1.json").write_text(json.dumps(doc))
+    report = make_report(results_dir)
+    names = {p.name for p in report.images}
+    assert {"pt2pt-summary.png", "stripe-summary.png", "stripe-bandwidth.png"} <= names
+    assert "openmpi-tcp:1: no valid lanes in its meta or params: left out of figures" in (
+        report.notes
+    )
+    md = report.markdown.read_text()
+    assert "## pt2pt" in md and "## stripe" in md
+    assert _cells(md, "best tcp:N [Mbit/s]") == ["-"]

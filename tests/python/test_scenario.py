@@ -8,6 +8,7 @@ import pytest
 
 from conftest import two_sites_network
 from multilane.scenario import ScenarioError, load_scenario
+from multilane.sizes import parse_size_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,3 +156,128 @@ def test_network_scenario_rejects_local_keys(
         load_scenario(path)
     message = str(info.value)
     assert str(path) in message and where in message and problem in message, message
+
+
+# ---- striped point-to-point: lanes in the matrix, helper ranks, the seed-000 scenarios ----
+
+SEED_LANES = ["stock", "mpi", "tcp:1", "tcp:2", "tcp:4", "tcp:8", "tcp:16", "helper:1", "helper:2"]
+
+
+def test_seed000_stripe_scenario() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "seed000-stripe.toml")
+    reference = load_scenario(REPO / "scenarios" / "wan-2site.toml")
+    assert scenario.name == "seed000-stripe" and scenario.testbed_check
+    assert scenario.network == reference.network
+    assert len(scenario.runs) == 18
+    expected = [f"{mpi}-{lanes}" for mpi in ("openmpi", "mpich") for lanes in SEED_LANES]
+    assert [r.label for r in scenario.runs] == expected
+    for run in scenario.runs:
+        lanes = run.options["lanes"]
+        helpers = int(lanes.split(":")[1]) if lanes.startswith("helper:") else 0
+        assert run.benchmark == "stripe" and run.transport == "tcp"
+        assert run.scenario == REPO / "scenarios" / "seed000-stripe.toml"
+        assert run.ppn == 1 + helpers  # K helper ranks per host besides the benchmark's
+        assert run.np is None  # sites x ppn, from the live test bed
+        assert run.options["tests"] == "pingpong,stream"
+        assert run.options["reps"] == 3 and run.options["max_iters"] <= 10
+        assert run.timeout_s is not None and run.timeout_s <= 600
+    sizes = parse_size_spec(scenario.runs[0].options["sizes"])
+    assert min(sizes) <= 64 * 1024 and any(s <= 256 * 1024 for s in sizes)  # sub-threshold
+    assert 100 * 1024 in sizes and 2**20 in sizes and 10 * 2**20 in sizes
+
+
+@pytest.mark.parametrize(
+    ("file", "network"),
+    [("seed000-stripe-perflow", "wan-perflow"), ("seed000-stripe-lossy", "wan-lossy")],
+)
+def test_seed000_stripe_variants(file: str, network: str) -> None:
+    scenario = load_scenario(REPO / "scenarios" / f"{file}.toml")
+    assert scenario.network == load_scenario(REPO / "scenarios" / f"{network}.toml").network
+    assert scenario.testbed_check
+    lanes = [(r.mpi, r.options["lanes"], r.ppn) for r in scenario.runs]
+    assert lanes == [
+        (mpi, spec, 3 if spec == "helper:2" else 1)
+        for mpi in ("openmpi", "mpich")
+        for spec in ("stock", "tcp:8", "tcp:16", "helper:2")
+    ]
+    assert parse_size_spec(scenario.runs[0].options["sizes"]) == [2**20, 10 * 2**20]
+
+
+def test_lanes_matrix_local(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        '[defaults]\nbenchmark = "stripe"\nmpi = "openmpi"\nlocal = 1\n'
+        '[matrix]\nlanes = ["tcp:4", "helper:2"]\nwindow = [4, 16]\n',
+    )
+    runs = load_scenario(path).runs
+    assert [r.label for r in runs] == [
+        "tcp:4-window4", "tcp:4-window16", "helper:2-window4", "helper:2-window16",
+    ]  # fmt: skip
+    assert [r.np for r in runs] == [2, 2, 4, 4]  # one host: a pair + K helpers
+    assert runs[2].options == {"local": 1, "lanes": "helper:2", "window": 4}
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        (
+            '[defaults]\nbenchmark = "stripe"\nmpi = "mpich"\n[matrix]\nlanes = ["tcp:8", "tcp"]\n',
+            "matrix.lanes[1]",
+            "invalid lanes 'tcp' (expected stock (plain MPI), mpi or mpi:N, tcp:N",
+        ),
+        (
+            '[defaults]\nbenchmark = "stripe"\nmpi = "mpich"\n[matrix]\nlanes = ["helper:20"]\n',
+            "matrix.lanes[0]",
+            "at most 16 helper ranks per host",
+        ),
+        (
+            '[defaults]\nmpi = "mpich"\n[matrix]\nlanes = ["tcp:8"]\n',
+            "matrix.lanes",
+            "not an option of benchmark pt2pt",
+        ),
+        (
+            '[defaults]\nmpi = "mpich"\n[matrix]\nlanse = ["tcp:8"]\n',
+            "matrix.lanse",
+            "unknown key (allowed: benchmark, mpi, transport, np, ppn,",
+        ),
+        (
+            '[defaults]\nmpi = "mpich"\nbenchmark = "stripe"\n[matrix]\nlanes = "tcp:8"\n',
+            "matrix.lanes",
+            "non-empty array",
+        ),
+        (
+            '[[run]]\nmpi = "mpich"\nbenchmark = "stripe"\nlanes = "helper:2"\nnp = 2\n',
+            "run 1 (mpich-shm)",
+            "lanes helper:2 needs 4 ranks on one host (a benchmark pair + 2 helper ranks), "
+            "got np 2",
+        ),
+        (
+            '[[run]]\nmpi = "mpich"\nlanes = "tcp:8"\n',
+            "run[0]",
+            "unknown option 'lanes' for pt2pt",
+        ),
+        ('testbed_check = true\n[[run]]\nmpi = "mpich"\n', "testbed_check", "needs a [network]"),
+        ('testbed_check = "yes"\n[[run]]\nmpi = "mpich"\n', "testbed_check", "true or false"),
+    ],
+)
+def test_lanes_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {where}: "), message
+    assert problem in message, message
+
+
+def test_helper_ppn_conflict_on_a_network(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        '[defaults]\nbenchmark = "stripe"\nmpi = "openmpi"\nppn = 2\n'
+        '[matrix]\nlanes = ["tcp:8", "helper:2"]\n' + NETWORK,
+    )
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert str(info.value) == (
+        f"{path}: run 2 (helper:2): lanes helper:2 needs 3 ranks per host (1 benchmark rank + "
+        "2 helper ranks), got ppn 2: leave ppn out, it is set for you"
+    )

@@ -4,6 +4,7 @@ delay lines forwarded meanwhile."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -229,6 +230,23 @@ def check(ctx: Context, state: State, quiet: bool) -> list[Row]:
     """Measure the live test bed; progress lines unless `quiet`."""
     bed = Testbed(state)
     return _Checker(bed, (lambda _: None) if quiet else ctx.say).run()
+
+
+CHECK_SCHEMA = "multilane-testbed-check"
+
+
+def check_document(state: State, rows: list[Row]) -> dict[str, Any]:
+    """What `testbed check --json` prints and `multilane run` stores as testbed-check.json
+    (testbed_check = true): the rows with their measured values, e.g. for TCP rows
+    `values.streams` and `values.bps` (iperf3's received rate)."""
+    return {
+        "schema": CHECK_SCHEMA,
+        "data_version": 1,
+        "scenario": state.scenario,
+        "prefix": state.prefix,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
 
 
 def format_rows(rows: list[Row]) -> str:

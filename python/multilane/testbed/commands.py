@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..scenario import load_scenario
 from .bed import Testbed
 from .build import down, up
-from .check import check, format_rows
+from .check import check, check_document, format_rows
 from .system import require_root
 from .topology import format_rate, format_time
 
@@ -109,12 +109,7 @@ def cmd_testbed(args: argparse.Namespace, ctx: Context) -> int:
         bed = _live(ctx)
         rows = check(ctx, bed.state, quiet=args.json)
         if args.json:
-            doc = {
-                "scenario": bed.state.scenario,
-                "prefix": bed.state.prefix,
-                "rows": [r.__dict__ for r in rows],
-            }
-            ctx.say(json.dumps(doc, indent=2))
+            ctx.say(json.dumps(check_document(bed.state, rows), indent=2))
         else:
             ctx.say(format_rows(rows))
         return 0

@@ -1,0 +1,498 @@
+"""The striped point-to-point part of a report (benchmark `stripe`): the seed's Fig. 2
+(streaming bandwidth against message size, one line per MPI x lanes, iperf3 with 1 and 8
+streams as horizontal lines), bandwidth against the number of lanes, and a table of ratios.
+
+Everything is computed from the result files and the test bed's check file
+(testbed-check.json, written by `multilane run` when the scenario sets testbed_check): no
+number or statement here is written by hand."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from .benchmarks import Lanes, parse_lanes
+from .sizes import SizeSpecError, format_size, parse_size
+
+STREAM = "bw_Mbps"  # Mbit/s, higher is better
+PINGPONG = "time_us"  # one-way time, lower is better
+BANDWIDTH_SIZE = 10 * 2**20  # the "10 MB" of the ratios: the size nearest 10 MiB
+PINGPONG_SIZE = 2**20  # the "1 MB" ping-pong: the size nearest 1 MiB
+DEFAULT_THRESHOLD = 256 * 2**10  # MLN_STRIPE_THRESHOLD's default: plain MPI at or below
+WITHIN = 0.05  # "within 5% of stock" below the threshold
+NEAREST_FACTOR = 2.0  # a size stands in for a target only within this factor
+PANELS = ((100_000, 2**20, "100 KB - 1 MB"), (2**20, None, "1 MB and up"))
+KIND_ORDER = ("stock", "mpi", "tcp", "helper")
+MPI_STYLES = ("-", "--", ":", "-.")
+KIND_MARKS = (("tcp", "o", "C0"), ("helper", "s", "C1"), ("mpi", "^", "C2"), ("stock", "*", "C3"))
+DPI = 110
+
+
+@dataclass(frozen=True)
+class StripeRun:
+    """One stripe result with its MPI and lanes, and its rows by message size."""
+
+    label: str
+    mpi: str
+    lanes: Lanes
+    rows: dict[int, dict[str, Any]]
+    params: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.mpi} {self.lanes}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.mpi, str(self.lanes)
+
+    def value(self, metric: str, size: int | None) -> float | None:
+        """The metric at a size, None when the run has no (positive) value there."""
+        if size is None:
+            return None
+        value = self.rows.get(size, {}).get(metric)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    def sizes(self, metric: str) -> list[int]:
+        return sorted(s for s in self.rows if s > 0 and self.value(metric, s) is not None)
+
+
+def _lanes_key(lanes: Lanes) -> tuple[int, int]:
+    kind = KIND_ORDER.index(lanes.kind) if lanes.kind in KIND_ORDER else len(KIND_ORDER)
+    return kind, lanes.count
+
+
+def stripe_runs(runs: Sequence[Any]) -> tuple[list[StripeRun], list[str]]:
+    """The stripe runs that say their MPI and lanes (meta, else params), ordered by MPI as
+    they first appear and then by lanes; notes on the others and on repeats (first kept)."""
+    found: list[StripeRun] = []
+    notes: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for run in runs:
+        prov = run.doc["provenance"]
+        meta, params = prov.get("meta", {}), prov.get("params", {})
+        mpi = meta.get("mpi") or ""
+        spec = meta.get("lanes") or params.get("lanes")
+        try:
+            lanes = parse_lanes(spec)
+        except ValueError:
+            notes.append(f"{run.label}: no valid lanes in its meta or params: left out of figures")
+            continue
+        if not mpi:
+            notes.append(f"{run.label}: no MPI name in its meta: left out of the figures")
+            continue
+        if (mpi, str(lanes)) in seen:
+            notes.append(f"{run.label}: {mpi} {lanes} again: only the first run is drawn")
+            continue
+        seen.add((mpi, str(lanes)))
+        rows = {int(row["bytes"]): row for row in run.doc["rows"]}
+        found.append(StripeRun(run.label, mpi, lanes, rows, params))
+    mpis = list(dict.fromkeys(r.mpi for r in found))
+    found.sort(key=lambda r: (mpis.index(r.mpi), _lanes_key(r.lanes)))
+    return found, notes
+
+
+def iperf_rates(checks: Sequence[dict[str, Any]]) -> dict[int, float]:
+    """iperf3 TCP throughput in Mbit/s by stream count, from testbed-check.json rows (the
+    first check and link that has each count)."""
+    rates: dict[int, float] = {}
+    for doc in checks:
+        for row in doc.get("rows", []):
+            values = row.get("values", {})
+            streams, bps = values.get("streams"), values.get("bps")
+            if isinstance(streams, int) and isinstance(bps, (int, float)) and bps > 0:
+                rates.setdefault(streams, bps / 1e6)
+    return rates
+
+
+def nearest_size(sizes: Sequence[int], target: int) -> int | None:
+    """The size closest to `target` on a log scale, if within NEAREST_FACTOR of it."""
+    best = min((s for s in sizes if s > 0), key=lambda s: abs(math.log(s / target)), default=None)
+    if best is None or abs(math.log(best / target)) > math.log(NEAREST_FACTOR):
+        return None
+    return best
+
+
+def threshold_of(runs: Sequence[StripeRun]) -> tuple[int, str]:
+    """The striping threshold the runs recorded (params `stripe_threshold`), else the
+    library's default."""
+    for run in runs:
+        value = run.params.get("stripe_threshold", run.params.get("threshold"))
+        try:
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, "as the runs recorded"
+            if isinstance(value, str):
+                return parse_size(value), "as the runs recorded"
+        except SizeSpecError:
+            continue
+    return DEFAULT_THRESHOLD, "the library's default; the runs did not record one"
+
+
+def _mbit(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+@dataclass(frozen=True)
+class MpiSummary:
+    """The numbers of one MPI the ratio table and the statements are made of."""
+
+    mpi: str
+    size: int | None  # the "10 MB" stream size used
+    stock: float | None
+    tcp_best: StripeRun | None
+    tcp8: float | None
+    helper_best: StripeRun | None
+    pp_size: int | None
+    pp_stock: float | None
+    pp_best: StripeRun | None
+
+    def bw(self, run: StripeRun | None) -> float | None:
+        return run.value(STREAM, self.size) if run is not None else None
+
+    def pp(self, run: StripeRun | None) -> float | None:
+        return run.value(PINGPONG, self.pp_size) if run is not None else None
+
+
+def _best(runs: list[StripeRun], metric: str, size: int | None, low: bool) -> StripeRun | None:
+    scored = [(r.value(metric, size), r) for r in runs]
+    valid = [(v, r) for v, r in scored if v is not None]
+    if not valid:
+        return None
+    pick = min if low else max
+    return pick(valid, key=lambda vr: vr[0])[1]
+
+
+def summarize(runs: list[StripeRun]) -> list[MpiSummary]:
+    """Per MPI: stock, the best tcp:N, tcp:8 and the best helper:K at ~10 MiB streaming,
+    and the best tcp:N against stock at ~1 MiB ping-pong."""
+    out = []
+    for mpi in dict.fromkeys(r.mpi for r in runs):
+        mine = [r for r in runs if r.mpi == mpi]
+        all_sizes = sorted({s for r in mine for s in r.sizes(STREAM)})
+        pp_sizes = sorted({s for r in mine for s in r.sizes(PINGPONG)})
+        size = nearest_size(all_sizes, BANDWIDTH_SIZE)
+        pp_size = nearest_size(pp_sizes, PINGPONG_SIZE)
+        stock = next((r for r in mine if r.lanes.kind == "stock"), None)
+        tcp = [r for r in mine if r.lanes.kind == "tcp"]
+        helper = [r for r in mine if r.lanes.kind == "helper"]
+        tcp8 = next((r for r in tcp if r.lanes.count == 8), None)
+        out.append(
+            MpiSummary(
+                mpi=mpi,
+                size=size,
+                stock=stock.value(STREAM, size) if stock else None,
+                tcp_best=_best(tcp, STREAM, size, low=False),
+                tcp8=tcp8.value(STREAM, size) if tcp8 else None,
+                helper_best=_best(helper, STREAM, size, low=False),
+                pp_size=pp_size,
+                pp_stock=stock.value(PINGPONG, pp_size) if stock else None,
+                pp_best=_best(tcp, PINGPONG, pp_size, low=True),
+            )
+        )
+    return out
+
+
+def _named(run: StripeRun | None, value: float | None, fmt: Any = _mbit) -> str:
+    return "-" if run is None or value is None else f"{fmt(value)} ({run.lanes})"
+
+
+def ratio_table(summaries: list[MpiSummary], iperf: dict[int, float]) -> list[list[str]]:
+    """Rows of (quantity, one column per MPI)."""
+    i8 = iperf.get(8)
+    rows: list[tuple[str, Any]] = [
+        ("stream size used", lambda s: format_size(s.size) if s.size else "-"),
+        ("stock [Mbit/s]", lambda s: _mbit(s.stock)),
+        ("best tcp:N [Mbit/s]", lambda s: _named(s.tcp_best, s.bw(s.tcp_best))),
+        ("best tcp:N / iperf3 8 streams", lambda s: _times(_ratio(s.bw(s.tcp_best), i8))),
+        ("best tcp:N / stock", lambda s: _times(_ratio(s.bw(s.tcp_best), s.stock))),
+        ("tcp:8 [Mbit/s]", lambda s: _mbit(s.tcp8)),
+        ("tcp:8 / iperf3 8 streams", lambda s: _times(_ratio(s.tcp8, i8))),
+        ("tcp:8 / stock", lambda s: _times(_ratio(s.tcp8, s.stock))),
+        ("best helper:K [Mbit/s]", lambda s: _named(s.helper_best, s.bw(s.helper_best))),
+        ("best helper:K / stock", lambda s: _times(_ratio(s.bw(s.helper_best), s.stock))),
+        ("ping-pong size used", lambda s: format_size(s.pp_size) if s.pp_size else "-"),
+        ("ping-pong stock [us]", lambda s: _mbit(s.pp_stock)),
+        ("ping-pong best tcp:N [us]", lambda s: _named(s.pp_best, s.pp(s.pp_best))),
+        ("ping-pong best tcp:N / stock", lambda s: _times(_ratio(s.pp(s.pp_best), s.pp_stock))),
+    ]
+    return [[name, *(cell(s) for s in summaries)] for name, cell in rows]
+
+
+def small_sizes(runs: list[StripeRun], threshold: int) -> list[list[str]]:
+    """Rows per size at or below the threshold: per MPI the striped/stock ping-pong time
+    ratio furthest from 1 (and which lanes), with the run count it was taken over."""
+    rows = []
+    mpis = list(dict.fromkeys(r.mpi for r in runs))
+    sizes = sorted({s for r in runs for s in r.sizes(PINGPONG) if s <= threshold})
+    for size in sizes:
+        cells = [format_size(size)]
+        for mpi in mpis:
+            worst = _worst_small(runs, mpi, size)
+            cells.append("-" if worst is None else f"{worst[0]:.3f} ({worst[1].lanes})")
+        rows.append(cells)
+    return rows
+
+
+def _worst_small(runs: list[StripeRun], mpi: str, size: int) -> tuple[float, StripeRun] | None:
+    stock = next((r for r in runs if r.mpi == mpi and r.lanes.kind == "stock"), None)
+    base = stock.value(PINGPONG, size) if stock else None
+    ratios = [
+        (v / base, r)
+        for r in runs
+        if r.mpi == mpi and r.lanes.kind != "stock"
+        for v in (r.value(PINGPONG, size),)
+        if v is not None and base
+    ]
+    return max(ratios, key=lambda vr: abs(vr[0] - 1.0), default=None)
+
+
+def statements(
+    summaries: list[MpiSummary], runs: list[StripeRun], iperf: dict[int, float], threshold: int
+) -> list[str]:
+    """What the data says, one sentence per finding (from the numbers above only)."""
+    lines = []
+    i1, i8 = iperf.get(1), iperf.get(8)
+    if i1 is not None or i8 is not None:
+        lines.append(
+            f"iperf3 on the same test bed: 1 stream {_mbit(i1)} Mbit/s, "
+            f"8 streams {_mbit(i8)} Mbit/s."
+        )
+    for s in summaries:
+        size = format_size(s.size) if s.size else "?"
+        best = s.bw(s.tcp_best)
+        if s.tcp_best is not None and best is not None:
+            parts = [f"{s.mpi}: {s.tcp_best.lanes} streams {_mbit(best)} Mbit/s at {size}"]
+            if i8:
+                parts.append(f"{best / i8:.2f}x iperf3 with 8 streams")
+            if s.stock:
+                parts.append(f"{best / s.stock:.2f}x stock ({_mbit(s.stock)} Mbit/s)")
+            lines.append(", ".join(parts) + ".")
+        helper = s.bw(s.helper_best)
+        if s.helper_best is not None and helper is not None and s.stock:
+            lines.append(
+                f"{s.mpi}: {s.helper_best.lanes} streams {_mbit(helper)} Mbit/s at {size}, "
+                f"{helper / s.stock:.2f}x stock."
+            )
+        pp = s.pp(s.pp_best)
+        if s.pp_best is not None and pp is not None and s.pp_stock:
+            lines.append(
+                f"{s.mpi}: a {format_size(s.pp_size or 0)} ping-pong takes {_mbit(pp)} us one way "
+                f"with {s.pp_best.lanes} against {_mbit(s.pp_stock)} us stock "
+                f"({pp / s.pp_stock:.2f}x)."
+            )
+    worst = [
+        (w[0], mpi, size, w[1])
+        for mpi in dict.fromkeys(r.mpi for r in runs)
+        for size in sorted({x for r in runs for x in r.sizes(PINGPONG) if x <= threshold})
+        for w in (_worst_small(runs, mpi, size),)
+        if w is not None
+    ]
+    if worst:
+        ratio, mpi, size, run = max(worst, key=lambda w: abs(w[0] - 1.0))
+        verdict = "within" if abs(ratio - 1.0) <= WITHIN else "NOT within"
+        lines.append(
+            f"At or below the threshold ({format_size(threshold)}), striped ping-pong times are "
+            f"{verdict} {WITHIN:.0%} of stock: the furthest is {ratio:.3f}x "
+            f"({mpi} {run.lanes} at {format_size(size)}, {len(worst)} MPI x size cells)."
+        )
+    return lines
+
+
+# ---- figures ----------------------------------------------------------------------------
+
+
+def _styles(runs: list[StripeRun]) -> dict[tuple[str, str], dict[str, Any]]:
+    """A colour per lanes spec and a line style per MPI, the same in every figure."""
+    from matplotlib import colormaps  # noqa: PLC0415
+
+    lanes = sorted({r.lanes for r in runs}, key=_lanes_key)
+    cmap = colormaps["tab10" if len(lanes) <= 10 else "tab20"]
+    colours = {str(lane): cmap(i % cmap.N) for i, lane in enumerate(lanes)}
+    mpis = list(dict.fromkeys(r.mpi for r in runs))
+    return {
+        (r.mpi, str(r.lanes)): {
+            "color": colours[str(r.lanes)],
+            "linestyle": MPI_STYLES[mpis.index(r.mpi) % len(MPI_STYLES)],
+        }
+        for r in runs
+    }
+
+
+def _iperf_lines(ax: Any, iperf: dict[int, float]) -> None:
+    for streams, style in ((1, ":"), (8, "-.")):
+        if streams in iperf:
+            label = f"iperf3 {streams} stream{'s' if streams > 1 else ''} ({_mbit(iperf[streams])})"
+            ax.axhline(iperf[streams], color="black", linestyle=style, linewidth=1.2, label=label)
+
+
+def _size_ticks(ax: Any, sizes: list[int]) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(round(x))))
+    ax.set_xlabel("message size [bytes, K = 1024]")
+
+
+def plot_bandwidth(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bool:
+    """The seed's Fig. 2: stream bandwidth against size in two panels; False if no data."""
+    styles = _styles(runs)
+    panels = []
+    for low, high, title in PANELS:
+        sizes = sorted(
+            {s for r in runs for s in r.sizes(STREAM) if s >= low and (high is None or s <= high)}
+        )
+        if sizes:
+            panels.append((sizes, title))
+    if not panels:
+        return False
+    fig = Figure(figsize=(7 * len(panels) + 2, 5.5), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    for ax, (sizes, title) in zip(axes, panels):
+        for run in runs:
+            xs = [s for s in run.sizes(STREAM) if s in sizes]
+            ys = [run.value(STREAM, s) for s in xs]
+            if xs:
+                ax.plot(xs, ys, marker="o", markersize=3, label=run.name, **styles[run.key])
+        _iperf_lines(ax, iperf)
+        _size_ticks(ax, sizes)
+        ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("stream bandwidth [Mbit/s], median")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize="small")
+    fig.suptitle("stripe: streaming bandwidth by MPI x lanes")
+    fig.savefig(path, format="png")
+    return True
+
+
+def plot_lanes(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bool:
+    """Bandwidth at ~10 MiB against the number of parallel paths, a panel per MPI."""
+    summaries = [s for s in summarize(runs) if s.size is not None]
+    if not summaries:
+        return False
+    fig = Figure(figsize=(6 * len(summaries) + 1, 4.8), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(summaries), squeeze=False, sharey=True)[0]
+    for ax, summary in zip(axes, summaries):
+        mine = [r for r in runs if r.mpi == summary.mpi]
+        ticks: set[int] = set()
+        for kind, marker, colour in KIND_MARKS:
+            points = [
+                (r.lanes.paths, r.value(STREAM, summary.size))
+                for r in mine
+                if r.lanes.kind == kind and r.lanes.paths is not None
+            ]
+            points = sorted((x, y) for x, y in points if x is not None and y is not None)
+            if not points:
+                continue
+            ticks.update(x for x, _ in points)
+            label = {"helper": "helper:K (2K+1 paths)", "stock": "stock (1)"}.get(kind, f"{kind}:N")
+            size = 12 if kind == "stock" else 5
+            linestyle = "none" if kind == "stock" else "-"
+            ax.plot(
+                *zip(*points),
+                marker=marker,
+                markersize=size,
+                linestyle=linestyle,
+                color=colour,
+                label=label,
+            )
+        _iperf_lines(ax, iperf)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(sorted(ticks) or [1]))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+        ax.set_xlabel("parallel paths (tcp:N: N; helper:K: 2K+1; stock: 1)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{summary.mpi}, stream at {format_size(summary.size or 0)}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel("stream bandwidth [Mbit/s], median")
+    fig.savefig(path, format="png")
+    return True
+
+
+# ---- the report section -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    """The Markdown lines, images and terminal text of the stripe section."""
+
+    markdown: list[str]
+    images: list[Path]
+    text: list[str]
+    notes: list[str]
+
+
+def section(
+    runs: Sequence[Any],
+    checks: Sequence[dict[str, Any]],
+    out_dir: Path,
+    table: Any,
+) -> Section:
+    """The stripe section: figures into out_dir, tables made with `table(header, rows, right)`."""
+    stripe, notes = stripe_runs(runs)
+    md = ["", "### stripe: lanes against stock MPI and iperf3", ""]
+    if not stripe:
+        return Section([*md, "No stripe run says its MPI and lanes."], [], [], notes)
+    iperf = iperf_rates(checks)
+    if not iperf:
+        notes.append("no testbed-check.json with iperf3 rows: no iperf3 lines or ratios")
+    threshold, why = threshold_of(stripe)
+    images = []
+    fig_a = out_dir / "stripe-bandwidth.png"
+    if plot_bandwidth(stripe, iperf, fig_a):
+        images.append(fig_a)
+        md += ["![stripe: stream bandwidth against message size](stripe-bandwidth.png)", ""]
+    fig_b = out_dir / "stripe-lanes.png"
+    if plot_lanes(stripe, iperf, fig_b):
+        images.append(fig_b)
+        md += ["![stripe: stream bandwidth against the number of lanes](stripe-lanes.png)", ""]
+    summaries = summarize(stripe)
+    header = ["quantity", *(s.mpi for s in summaries)]
+    ratios = table(header, ratio_table(summaries, iperf), right=1)
+    small_header = ["size", *(f"{s.mpi} striped / stock" for s in summaries)]
+    small = table(small_header, small_sizes(stripe, threshold), right=0)
+    said = statements(summaries, stripe, iperf, threshold)
+    md += [
+        "Streaming at the size nearest 10 MiB and ping-pong at the size nearest 1 MiB; "
+        "best = the lanes spec with the highest bandwidth (lowest time); x = ratio.",
+        "",
+        *ratios,
+        "",
+        f"Ping-pong time at or below the striping threshold ({format_size(threshold)}, {why}): "
+        "per MPI the striped / stock ratio furthest from 1, over every lanes spec.",
+        "",
+        *small,
+        "",
+        *(f"- {line}" for line in said),
+    ]
+    text = ["", "stripe: ratios", *ratios, "", "stripe: small messages", *small, *said]
+    return Section(md, images, text, notes)
+
+
+def check_table(checks: Sequence[dict[str, Any]], table: Any) -> list[str]:
+    """The test-bed check rows (configured | measured) of every check file."""
+    rows = [
+        [row.get("item", ""), row.get("configured", ""), row.get("measured", "")]
+        for doc in checks
+        for row in doc.get("rows", [])
+    ]
+    return table(["check", "configured", "measured"], rows, right=3) if rows else []

@@ -1,0 +1,193 @@
+"""Striped point-to-point across test-bed hosts, for real (root, namespaces, both MPIs).
+
+The C test program mpi_stripe (tests/c/mpi_stripe.c: MPI's semantics, every byte checked) runs
+between two sites with the tcp backend and with helper ranks (one per host); a lane reset
+mid-message fails that message on both sides in bounded time and later messages still arrive;
+and `multilane bench stripe` gives a valid, passing result whose bytes crossed the emulated
+link.  Striping is left to the library's site detection (--local 0): the peer is remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, clean_env, multilane, two_sites_network
+from multilane.context import Context
+from multilane.launchers import HOSTS_COMMANDS
+from multilane.scenario import load_scenario
+from multilane.testbed import launch as tblaunch
+
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.mpi]
+
+NETWORK = 'name = "stripe-sites"\n' + two_sites_network("500mbit", "2ms", "mtu = 9000\n")
+MPIS = [m for m in ("openmpi", "mpich") if (REPO_ROOT / "build" / m / "bin").is_dir()]
+# mpi_stripe's sub-tests in "all" (tests/c/mpi_stripe.c, subtests[]).
+ALL_SUBTESTS = (
+    "sizes",
+    "order",
+    "anysrc",
+    "exchange",
+    "many",
+    "blocking",
+    "test",
+    "types",
+    "truncate",
+    "args",
+    "truncate_plain",
+)
+# backend -> (ranks per host, mpi_stripe arguments): helper takes the last rank of each host.
+BACKENDS = {
+    "tcp": (1, ("--backend", "tcp", "--lanes", "4")),
+    "helper": (2, ("--backend", "helper", "--helpers", "1")),
+}
+# At least this much striped payload crosses the link in a run of "all" (it moves ~130 MB).
+ALL_PAYLOAD_MIN = 64 * 2**20
+RUN_TIMEOUT_S = 300
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if not MPIS:
+        return "no MPI build: run make build"
+    if not any((REPO_ROOT / "build" / m / "bin" / "mln-delayline").exists() for m in MPIS):
+        return "mln-delayline is not built: run make build"
+    return None
+
+
+def _program(mpi: str, name: str) -> Path:
+    path = REPO_ROOT / "build" / mpi / "bin" / name
+    if not path.exists():
+        pytest.skip(f"{path.relative_to(REPO_ROOT)} is not built: run make build")
+    return path
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+    """A private two-site test bed for the module; always taken down."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp("tbstripe")
+    scenario = tmp / "stripe-sites.toml"
+    scenario.write_text(NETWORK)
+    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp / "state"))
+    up = multilane(["testbed", "up", str(scenario)], env, timeout=120)
+    assert up.returncode == 0, up.stderr
+    try:
+        yield env, scenario
+    finally:
+        down = multilane(["testbed", "down"], env, timeout=120)
+        assert down.returncode == 0, down.stderr
+
+
+def _run_group(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Run argv in its own process group; on timeout kill that group (STYLE.md 18).
+    (exit status, stdout + stderr); the status is -9 after a timeout."""
+    child = subprocess.Popen(
+        list(argv),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        return -9, f"{out}\n[killed after {timeout:g} s]"
+    return child.returncode, out
+
+
+def _mpi_stripe(
+    bed: tuple[dict[str, str], Path], mpi: str, ppn: int, args: Sequence[str]
+) -> tuple[int, str, int | None]:
+    """mpi_stripe across the two sites: (exit status, output, bytes the delay lines forwarded
+    during the run or None without delay lines)."""
+    env, scenario = bed
+    ctx = Context(root=REPO_ROOT, env=env, ncpus=os.cpu_count() or 1, euid=os.geteuid())
+    network = load_scenario(scenario).network
+    assert network is not None
+    run = tblaunch.placement(ctx, scenario, network, ppn, "mpi_stripe")
+    program = [str(_program(mpi, "mpi_stripe")), "--local", "0", *args]
+    cmd = HOSTS_COMMANDS[mpi](
+        REPO_ROOT / ".deps" / mpi, program, run.placement, euid=0, ncpus=ctx.ncpus
+    )
+    delayline = run.bed.state.wan_mode == "delayline"
+    before = run.wan_tx_bytes() if delayline else 0
+    status, out = _run_group(run.wrap(cmd.argv), {**env, **cmd.env}, RUN_TIMEOUT_S)
+    crossed = run.wan_tx_bytes() - before if delayline else None
+    return status, out, crossed
+
+
+def _check_ok(status: int, out: str, names: Sequence[str]) -> None:
+    """Exit 0, an "ok NAME" line for every sub-test, no FAIL line."""
+    passed = set(re.findall(r"^ok (\S+)", out, re.MULTILINE))
+    failed = re.findall(r"^FAIL .*$", out, re.MULTILINE)
+    assert not failed, "\n".join(failed) + "\n" + out[-3000:]
+    assert status == 0, out[-3000:]
+    missing = [n for n in names if n not in passed]
+    assert not missing, f"no 'ok' line for {missing}\n{out[-3000:]}"
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("mpi", MPIS)
+def test_mpi_stripe_across_sites(bed: tuple[dict[str, str], Path], mpi: str, backend: str):
+    """Every sub-test of mpi_stripe between two sites, striped because the peer is remote."""
+    ppn, args = BACKENDS[backend]
+    status, out, crossed = _mpi_stripe(bed, mpi, ppn, [*args, "--test", "all"])
+    _check_ok(status, out, ALL_SUBTESTS)
+    assert f"# mpi_stripe: backend {backend}," in out
+    assert "2 application ranks of " + str(2 * ppn) in out
+    if crossed is not None:
+        assert crossed >= ALL_PAYLOAD_MIN, f"only {crossed} B crossed the emulated link"
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_lane_reset_across_sites(bed: tuple[dict[str, str], Path], mpi: str):
+    """MLN_STRIPE_FAULT resets tcp lane 0 of the sender after 1 MiB: the message fails on both
+    sides (MLN_ERR_PEER or MLN_ERR_TIMEOUT) in bounded time, never hangs and never passes with
+    wrong data; the messages after it (the mpi lane) arrive whole."""
+    args = ["--backend", "tcp", "--lanes", "4", "--fault", "reset:0:1048576"]
+    args += ["--stripe-timeout", "10", "--test", "fault,sizes,exchange"]
+    start = time.monotonic()
+    status, out, _ = _mpi_stripe(bed, mpi, 1, args)
+    _check_ok(status, out, ("fault", "sizes", "exchange"))
+    assert out.count("fault: ") >= 2 and "as expected" in out, out[-3000:]
+    assert time.monotonic() - start < 150
+
+
+@pytest.mark.parametrize("lanes", ["tcp:4", "helper:1"])
+@pytest.mark.parametrize("mpi", MPIS)
+def test_bench_stripe_across_sites(
+    bed: tuple[dict[str, str], Path], tmp_path: Path, mpi: str, lanes: str
+):
+    """`multilane bench stripe` on the test bed: a valid result, status pass, two hosts, and
+    at least the payload it reports crossed the emulated link."""
+    env, scenario = bed
+    _program(mpi, "mln-stripe")
+    args = ["bench", "stripe", "--scenario", str(scenario), "--mpi", mpi, "--lanes", lanes]
+    args += ["--sizes", "1,64,300K,2M", "--reps", "2", "--results", str(tmp_path)]
+    proc = multilane([*args, "--", "--max-iters", "5"], env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    (result,) = tmp_path.glob("*/*.json")
+    valid = multilane(["validate", str(result)], env, timeout=60)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    doc = json.loads(result.read_text())
+    assert doc["benchmark"] == "stripe"
+    assert doc["status"] == "pass" and doc["errors"] == 0
+    prov = doc["provenance"]
+    assert prov["nhosts"] == 2 and sorted(prov["hosts"]) == ["a1", "b1"]
+    crossed = prov["testbed"]
+    if "wan_tx_bytes" in crossed:
+        assert crossed["wan_tx_bytes"] >= crossed["payload_bytes_min"] > 0
