@@ -469,7 +469,8 @@ def section(
     header = ["quantity", *(s.mpi for s in summaries)]
     ratios = table(header, ratio_table(summaries, iperf), right=1)
     small_header = ["size", *(f"{s.mpi} striped / stock" for s in summaries)]
-    small = table(small_header, small_sizes(stripe, threshold), right=0)
+    small_rows = small_sizes(stripe, threshold)
+    small = table(small_header, small_rows, right=0) if small_rows else []
     said = statements(summaries, stripe, iperf, threshold)
     md += [
         "Streaming at the size nearest 10 MiB and ping-pong at the size nearest 1 MiB; "
@@ -477,13 +478,16 @@ def section(
         "",
         *ratios,
         "",
-        f"Ping-pong time at or below the striping threshold ({format_size(threshold)}, {why}): "
-        "per MPI the striped / stock ratio furthest from 1, over every lanes spec.",
-        "",
-        *small,
-        "",
-        *(f"- {line}" for line in said),
     ]
+    if small:  # only when the runs have sizes at or below the threshold
+        md += [
+            f"Ping-pong time at or below the striping threshold ({format_size(threshold)}, "
+            f"{why}): per MPI the striped / stock ratio furthest from 1, over every lanes spec.",
+            "",
+            *small,
+            "",
+        ]
+    md += [*(f"- {line}" for line in said)]
     text = ["", "stripe: ratios", *ratios, "", "stripe: small messages", *small, *said]
     return Section(md, images, text, notes)
 

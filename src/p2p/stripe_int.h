@@ -1,6 +1,6 @@
 /*
  * stripe_int.h - internals of striped point-to-point (src/p2p): the engine, the requests, the
- * wire formats and the lane ops tables.  docs/design/STRIPE.md explains the protocol.
+ * wire formats and the lane ops tables.  docs/STRIPE.md explains the protocol.
  */
 #ifndef MLN_STRIPE_INT_H
 #define MLN_STRIPE_INT_H
