@@ -17,6 +17,8 @@
  *   stream    low: W x isend from W slots, waitall, receive a 0-byte MPI ack
  *             high: W x irecv into W slots, waitall, send the ack
  *                                                               bw_Mbps = W * bytes * 8 / t / 1e6
+ *   overlap   as stream, with --compute-us of work (a sleep) between posting and waiting
+ *                                                               overlap_us = t * 1e6
  * W = min(--window, max(1, --window-bytes / bytes)).  The ack is plain MPI in every mode.
  */
 #include "harness.h"
@@ -26,6 +28,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TAG_DATA 1
 #define TAG_ACK 2
@@ -52,6 +55,7 @@ struct stripe_state {
     int64_t window;        /* --window */
     uint64_t window_bytes; /* --window-bytes: cap on window * bytes */
     int64_t local;         /* --local: 1 sets MLN_STRIPE_LOCAL=1 */
+    int64_t compute_us;    /* --compute-us: overlap's work between post and wait */
     const stripe_xport_t *xport;
     int64_t count; /* N or K of the spec; 0: not given */
     int peer;      /* -1: this rank sits out */
@@ -288,6 +292,47 @@ out:
     return st;
 }
 
+/* ---- overlap: the stream's window with --compute-us of "work" between posting and waiting - */
+
+/* Posts the window, sleeps --compute-us (work done on another core, which leaves this one to
+ * the library's progress thread if there is one), then waits and acks as stream does. */
+static mln_status_t overlap_iter(mln_bench_t *b, const mln_bench_op_t *op)
+{
+    stripe_state_t *s = mln_bench_state(b);
+    const stripe_xport_t *x = s->xport;
+    MPI_Comm comm = mln_bench_comm(b);
+    int w = stripe_window(b, op->bytes);
+    struct timespec work = {(time_t)(s->compute_us / 1000000),
+                            (long)(s->compute_us % 1000000) * 1000};
+    mln_status_t st = MLN_OK;
+
+    if (s->peer < 0)
+        return MLN_OK;
+    for (int k = 0; k < w; k++) {
+        if (mln_bench_rank(b) < s->peer)
+            MLN_CHECK(x->post_send(b, k, op->send + (size_t)k * op->bytes, op->bytes), st, out);
+        else
+            MLN_CHECK(x->post_recv(b, k, op->recv + (size_t)k * op->bytes, op->bytes), st, out);
+    }
+    while (nanosleep(&work, &work) == -1 && errno == EINTR)
+        ;
+    MLN_CHECK(x->waitall(b, w, op->bytes), st, out);
+    if (mln_bench_rank(b) < s->peer)
+        MLN_MPI_CHECK(MPI_Recv(&s->ack, 0, MPI_BYTE, s->peer, TAG_ACK, comm, MPI_STATUS_IGNORE), st,
+                      out);
+    else
+        MLN_MPI_CHECK(MPI_Send(&s->ack, 0, MPI_BYTE, s->peer, TAG_ACK, comm), st, out);
+out:
+    return st;
+}
+
+static double overlap_value(const mln_bench_t *b, uint64_t bytes, double seconds)
+{
+    (void)b;
+    (void)bytes;
+    return seconds * 1e6;
+}
+
 static double stream_value(const mln_bench_t *b, uint64_t bytes, double seconds)
 {
     return seconds > 0 ? (double)stripe_window(b, bytes) * (double)bytes * 8 / seconds / 1e6 : 0.0;
@@ -398,6 +443,17 @@ static const mln_bench_test_t stripe_tests[] = {
      .plan = stream_plan,
      .iter = stream_iter,
      .value = stream_value},
+    {.name = "overlap",
+     .metric = {.name = "overlap_us",
+                .unit = "us",
+                .statistic = "median",
+                .description = "time of the stream's window posted, --compute-us of work (a "
+                               "sleep), then waitall and the ack: compute + transfer when "
+                               "nothing overlaps, max(compute, transfer) when all does",
+                .higher_is_better = 0},
+     .plan = stream_plan,
+     .iter = overlap_iter,
+     .value = overlap_value},
 };
 
 static const mln_bench_option_t stripe_options[] = {
@@ -423,6 +479,13 @@ static const mln_bench_option_t stripe_options[] = {
      .offset = offsetof(stripe_state_t, window_bytes),
      .min = 1,
      .max = INT64_C(1) << 40},
+    {.name = "compute-us",
+     .type = MLN_BENCH_OPT_INT,
+     .default_value = "0",
+     .help = "overlap: microseconds of work (a sleep) between posting the window and waiting",
+     .offset = offsetof(stripe_state_t, compute_us),
+     .min = 0,
+     .max = 600000000},
     {.name = "local",
      .type = MLN_BENCH_OPT_INT,
      .default_value = "0",

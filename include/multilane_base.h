@@ -99,6 +99,7 @@ typedef struct mln_config {
     int64_t stripe_timeout;     /* MLN_STRIPE_TIMEOUT: seconds without progress = failure */
     char stripe_addr[64];       /* MLN_STRIPE_IFACE: interface whose address lanes use */
     char stripe_fault[64];      /* MLN_STRIPE_FAULT: test hook, "reset:LANE:BYTES" */
+    int stripe_progress;        /* MLN_STRIPE_PROGRESS: 0 = in calls, 1 = also a thread */
 } mln_config_t;
 
 /* Source of values: returns the text for `name`, or NULL when unset (getenv-like). */

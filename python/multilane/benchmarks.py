@@ -12,7 +12,7 @@ from .errors import UsageError
 from .sizes import SizeSpecError, parse_size, parse_size_spec
 
 PT2PT_TESTS = ("latency", "bw", "bibw")
-STRIPE_TESTS = ("pingpong", "stream")
+STRIPE_TESTS = ("pingpong", "stream", "overlap")
 MAX_LANES = 64  # tcp:N and mpi:N
 MAX_HELPERS = 16  # helper:K
 LANES_HELP = (
@@ -217,13 +217,18 @@ STRIPE = Benchmark(
             "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
             "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
             "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
-            "tests": Option("--tests", _choices(STRIPE_TESTS), "subset of pingpong, stream"),
+            "tests": Option(
+                "--tests", _choices(STRIPE_TESTS), "subset of pingpong, stream, overlap"
+            ),
+            "compute_us": Option(
+                "--compute-us", _non_negative_int, "overlap: work (us) between post and wait"
+            ),
             "window": Option("--window", _positive_int, "messages in flight for stream"),
             "window_bytes": Option("--window-bytes", _size, "cap on window * message size"),
         }
     ),
     min_ranks=2,
-    payload=MappingProxyType({"time_us": "2", "bw_Mbps": "window"}),
+    payload=MappingProxyType({"time_us": "2", "bw_Mbps": "window", "overlap_us": "window"}),
     helpers_per_host=_stripe_helpers,
 )
 

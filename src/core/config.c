@@ -9,6 +9,7 @@
 static const char *const log_levels[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
 /* Order = mln_stripe_backend_t. */
 static const char *const stripe_backends[] = {"tcp", "helper", "mpi", NULL};
+static const char *const stripe_progress[] = {"call", "thread", NULL};
 
 static const mln_tunable_t mln_config_table[] = {
     {.env = "MLN_LOG",
@@ -90,6 +91,13 @@ static const mln_tunable_t mln_config_table[] = {
      .default_value = "",
      .help = "network interface whose IPv4 address tcp lanes listen on; empty = all",
      .offset = offsetof(mln_config_t, stripe_addr)},
+    {.env = "MLN_STRIPE_PROGRESS",
+     .type = MLN_TUNABLE_ENUM,
+     .default_value = "call",
+     .help = "who moves striped data: calls (test, wait) or also a thread (needs "
+             "MPI_THREAD_MULTIPLE)",
+     .offset = offsetof(mln_config_t, stripe_progress),
+     .choices = stripe_progress},
     {.env = "MLN_STRIPE_FAULT",
      .type = MLN_TUNABLE_STRING,
      .default_value = "",

@@ -661,6 +661,8 @@ int mln_stripe_progress(mln_stripe_t *s, int wait_us)
      * spinning, which the delay line and the peer need on a small host).  Anything MPI must
      * move is polled like MPI's own wait does: spinning, yielding the core when idle. */
     wait_us = need_mpi ? 0 : (s->active != NULL ? 2000 : wait_us);
+    if (s->thread_on) /* never sleep holding the engine lock: the other thread waits on it */
+        wait_us = 0;
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s->lanes[k])
             moved |= s->lanes[k]->progress(s, wait_us);
@@ -685,7 +687,22 @@ void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
             return;
         if (mln_stripe_progress(s, 0))
             idle = 0;
-        else if (++idle > 1000)
-            sched_yield(); /* as Open MPI's mpi_yield_when_idle: others may use the core */
+        else if (++idle > 1000 || s->thread_on) {
+            mln_stripe_unlock(s); /* let the progress thread in */
+            sched_yield();        /* as Open MPI's mpi_yield_when_idle: others may run */
+            mln_stripe_lock(s);
+        }
     }
+}
+
+void mln_stripe_lock(mln_stripe_t *s)
+{
+    if (s != NULL && s->thread_on)
+        pthread_mutex_lock(&s->lock);
+}
+
+void mln_stripe_unlock(mln_stripe_t *s)
+{
+    if (s != NULL && s->thread_on)
+        pthread_mutex_unlock(&s->lock);
 }

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static mln_stripe_t *mln_the_stripe;
 
@@ -55,19 +56,22 @@ mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datat
         MLN_ERROR("mln_stripe_isend: request is NULL");
         return MLN_ERR_ARG;
     }
+    mln_stripe_lock(s);
     st = mln_stripe_req_new(s, buf, count, datatype, dest, tag, comm, 1, &r);
     if (st != MLN_OK)
-        return st;
+        goto out;
     st = mln_stripe_send_start(s, r);
     if (st != MLN_OK) {
         if (r->state != MLN_REQ_DONE && (r->prev || r->next || s->active == r))
             mln_stripe_active_del(s, r);
         mln_stripe_req_free(s, r);
-        return st;
+        goto out;
     }
     *request = r;
     mln_stripe_progress(s, 0);
-    return MLN_OK;
+out:
+    mln_stripe_unlock(s);
+    return st;
 }
 
 mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,
@@ -81,33 +85,41 @@ mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, i
         MLN_ERROR("mln_stripe_irecv: request is NULL");
         return MLN_ERR_ARG;
     }
+    mln_stripe_lock(s);
     st = mln_stripe_req_new(s, buf, count, datatype, source, tag, comm, 0, &r);
     if (st != MLN_OK)
-        return st;
+        goto out;
     st = mln_stripe_recv_start(s, r);
     if (st != MLN_OK) {
         mln_stripe_req_free(s, r);
-        return st;
+        goto out;
     }
     *request = r;
-    return MLN_OK;
+out:
+    mln_stripe_unlock(s);
+    return st;
 }
 
 mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status)
 {
     mln_stripe_t *s = mln_the_stripe;
+    mln_status_t st;
 
     if (request == NULL)
         return MLN_ERR_ARG;
     if (*request == MLN_REQUEST_NULL)
         return MLN_OK;
+    mln_stripe_lock(s);
     mln_stripe_progress_until(s, request, 1);
-    return req_complete(s, request, status);
+    st = req_complete(s, request, status);
+    mln_stripe_unlock(s);
+    return st;
 }
 
 mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *status)
 {
     mln_stripe_t *s = mln_the_stripe;
+    mln_status_t st = MLN_OK;
 
     if (request == NULL || done == NULL)
         return MLN_ERR_ARG;
@@ -116,12 +128,15 @@ mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *stat
         *done = 1;
         return MLN_OK;
     }
+    mln_stripe_lock(s);
     if ((*request)->state != MLN_REQ_DONE)
         mln_stripe_progress(s, 0);
-    if ((*request)->state != MLN_REQ_DONE)
-        return MLN_OK;
-    *done = 1;
-    return req_complete(s, request, status);
+    if ((*request)->state == MLN_REQ_DONE) {
+        *done = 1;
+        st = req_complete(s, request, status);
+    }
+    mln_stripe_unlock(s);
+    return st;
 }
 
 mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status *statuses)
@@ -133,6 +148,7 @@ mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status 
         return MLN_ERR_ARG;
     if (count == 0)
         return MLN_OK;
+    mln_stripe_lock(s);
     mln_stripe_progress_until(s, requests, count);
     for (int i = 0; i < count; i++) {
         if (requests[i] == MLN_REQUEST_NULL)
@@ -142,6 +158,7 @@ mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status 
         if (st != MLN_OK && first == MLN_OK)
             first = st;
     }
+    mln_stripe_unlock(s);
     return first;
 }
 
@@ -204,6 +221,76 @@ out:
     return st;
 }
 
+/* ---- the progress thread (MLN_STRIPE_PROGRESS=thread) ----------------------------------------
+ *
+ * Moves striped data while the application computes between its calls: it takes the engine
+ * lock, makes one non-blocking pass, lets go, and naps briefly when nothing moved (20 us with
+ * requests active, 0.5 ms without).  It calls MPI (MPI_Test on the library's requests), hence
+ * MPI_THREAD_MULTIPLE. */
+static void *progress_thread(void *arg)
+{
+    mln_stripe_t *s = arg;
+
+    for (;;) {
+        int moved = 0, busy, stop;
+        pthread_mutex_lock(&s->lock);
+        stop = s->thread_stop;
+        busy = s->active != NULL;
+        if (!stop && busy)
+            moved = mln_stripe_progress(s, 0);
+        pthread_mutex_unlock(&s->lock);
+        if (stop)
+            return NULL;
+        if (!moved) {
+            struct timespec ts = {0, busy ? 20000L : 500000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void progress_thread_start(mln_stripe_t *s)
+{
+    if (pthread_mutex_init(&s->lock, NULL) != 0)
+        return;
+    s->thread_on = 1;
+    if (pthread_create(&s->thread, NULL, progress_thread, s) != 0) {
+        MLN_WARN("MLN_STRIPE_PROGRESS=thread: cannot start the thread: progress in calls only");
+        s->thread_on = 0;
+        pthread_mutex_destroy(&s->lock);
+        return;
+    }
+    MLN_DEBUG("progress thread started");
+}
+
+static void progress_thread_stop(mln_stripe_t *s)
+{
+    if (!s->thread_on)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->thread_stop = 1;
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    s->thread_on = 0;
+    pthread_mutex_destroy(&s->lock);
+}
+
+/* MLN_STRIPE_PROGRESS=thread calls MPI from a second thread. */
+static mln_status_t check_thread_level(const mln_stripe_t *s)
+{
+    int provided = MPI_THREAD_SINGLE;
+
+    if (s->cfg->stripe_progress != 1)
+        return MLN_OK;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        MLN_ERROR("MLN_STRIPE_PROGRESS=thread needs MPI_Init_thread with MPI_THREAD_MULTIPLE "
+                  "(this process has level %d)",
+                  provided);
+        return MLN_ERR_CONFIG;
+    }
+    return MLN_OK;
+}
+
 mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
 {
     mln_status_t st = MLN_OK;
@@ -222,6 +309,7 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
     s->cts_req = MPI_REQUEST_NULL;
     s->next_msg_id = 1;
     MLN_CHECK(check_agreement(s), st, err_free);
+    MLN_CHECK(check_thread_level(s), st, err_free);
     MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
     MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, err_free);
     s->tag_ub = flag && ub ? *ub : 32767;
@@ -247,6 +335,8 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
                             MLN_TAG_CTS, s->ctrl, &s->cts_req),
                   st, err_lanes);
     mln_the_stripe = s;
+    if (s->cfg->stripe_progress == 1 && !mln_helper_is_helper(s))
+        progress_thread_start(s);
     MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tag_ub %d",
               mln_stripe_backend_name(), mln_stripe_lanes(),
               (unsigned long long)s->cfg->stripe_threshold,
@@ -272,6 +362,7 @@ void mln_stripe_fini(mln_stripe_t *s)
 {
     if (s == NULL)
         return;
+    progress_thread_stop(s);
     if (s->nactive > 0)
         MLN_WARN("mln_finalize: %d striped requests still active (never waited for)", s->nactive);
     while (s->active) {

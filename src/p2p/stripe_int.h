@@ -7,6 +7,7 @@
 
 #include "mln_core.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 /* ---- wire formats ---------------------------------------------------------------------- */
@@ -199,7 +200,17 @@ struct mln_stripe {
     mln_helper_state_t *helper;
     mln_mpilane_state_t *mpilane;
     int *tcp_failed; /* world rank -> 1 when its tcp lanes failed (use mpi then) */
+
+    /* MLN_STRIPE_PROGRESS=thread: a thread progresses too; the lock guards the engine. */
+    int thread_on;
+    int thread_stop;
+    pthread_t thread;
+    pthread_mutex_t lock;
 };
+
+/* The engine lock (no-ops unless the progress thread runs). */
+void mln_stripe_lock(mln_stripe_t *s);
+void mln_stripe_unlock(mln_stripe_t *s);
 
 /* The engine of the running library (NULL before mln_init). */
 mln_stripe_t *mln_stripe_engine(void);

@@ -4,7 +4,8 @@
  * its options before mln_init, so the same test runs each backend:
  *
  *   mpi_stripe --backend tcp|mpi|helper [--lanes N] [--helpers K] [--local 0|1]
- *              [--threshold SIZE] [--fault SPEC] [--stripe-timeout S] [--watchdog S]
+ *              [--threshold SIZE] [--progress call|thread] [--fault SPEC] [--stripe-timeout S]
+ * [--watchdog S]
  *              [--test all|NAME[,NAME...]]
  *
  * Ranks pair up (r, r^1) in mln_comm_world(); with helpers (--backend helper) the last K ranks
@@ -42,6 +43,7 @@ typedef struct options {
     const char *tests;
     const char *fault;
     const char *threshold;
+    const char *progress; /* MLN_STRIPE_PROGRESS: call or thread */
     int lanes, helpers, local, stripe_timeout, watchdog;
 } options_t;
 
@@ -910,7 +912,8 @@ static int usage(const char *why, int verbose)
         return 2;
     fprintf(stderr,
             "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N] "
-            "[--helpers K] [--local 0|1] [--threshold SIZE] [--fault reset:LANE:BYTES] "
+            "[--helpers K] [--local 0|1] [--threshold SIZE] [--progress call|thread] [--fault "
+            "reset:LANE:BYTES] "
             "[--stripe-timeout S] [--watchdog S] [--test all|NAME,...]\nsub-tests:",
             why);
     for (const subtest_t *s = subtests; s->name; s++)
@@ -925,6 +928,7 @@ static int parse_options(int argc, char **argv, int verbose, options_t *o)
                      .tests = "all",
                      .fault = "reset:0:262144",
                      .threshold = "256K",
+                     .progress = "call",
                      .lanes = 4,
                      .helpers = 1,
                      .local = 1,
@@ -943,6 +947,8 @@ static int parse_options(int argc, char **argv, int verbose, options_t *o)
             o->fault = val;
         else if (!strcmp(argv[i], "--threshold"))
             o->threshold = val;
+        else if (!strcmp(argv[i], "--progress") && (!strcmp(val, "call") || !strcmp(val, "thread")))
+            o->progress = val;
         else if (!strcmp(argv[i], "--lanes"))
             num = &o->lanes;
         else if (!strcmp(argv[i], "--helpers"))
@@ -994,6 +1000,7 @@ static int set_tunables(const options_t *o, int world_rank)
     rc |= setenv("MLN_STRIPE_THRESHOLD", o->threshold, 1);
     snprintf(num, sizeof(num), "%d", o->stripe_timeout);
     rc |= setenv("MLN_STRIPE_TIMEOUT", num, 1);
+    rc |= setenv("MLN_STRIPE_PROGRESS", o->progress, 1);
     /* the fault hook on the sender (world rank 0 is application rank 0) only */
     if (selected(o->tests, &subtests[0]) && world_rank == 0)
         rc |= setenv("MLN_STRIPE_FAULT", o->fault, 1);
@@ -1040,8 +1047,19 @@ int main(int argc, char **argv)
     int world_rank, world_size, rc, passed = 0, failed = 0;
     uint64_t thr = 0;
 
-    MPI_Init(&argc, &argv);
+    /* --progress thread: the library's progress thread calls MPI, hence THREAD_MULTIPLE */
+    int want_multiple = 0, provided = 0;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--progress") && !strcmp(argv[i + 1], "thread"))
+            want_multiple = 1;
+    if (want_multiple)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    if (want_multiple && provided < MPI_THREAD_MULTIPLE && world_rank == 0)
+        fprintf(stderr, "mpi_stripe: MPI gives thread level %d, not MPI_THREAD_MULTIPLE\n",
+                provided);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     rc = parse_options(argc, argv, world_rank == 0, &opt);
     if (rc == 0 && mln_parse_size(opt.threshold, &thr) != MLN_OK)
