@@ -4,9 +4,8 @@
  * its options before mln_init, so the same test runs each backend:
  *
  *   mpi_stripe --backend tcp|mpi|helper [--lanes N] [--helpers K] [--local 0|1]
- *              [--threshold SIZE] [--progress call|thread] [--fault SPEC] [--stripe-timeout S]
- * [--watchdog S]
- *              [--test all|NAME[,NAME...]]
+ *              [--threshold SIZE] [--progress call|thread] [--fault SPEC]
+ *              [--stripe-timeout S] [--watchdog S] [--test all|NAME[,NAME...]]
  *
  * Ranks pair up (r, r^1) in mln_comm_world(); with helpers (--backend helper) the last K ranks
  * of every node never return from mln_init, so 2 application ranks and K = 1 on one host run at
@@ -20,42 +19,19 @@
  *
  * "all" runs every sub-test but `big` (2^31 + 12345 bytes: about 4.3 GiB per pair) and
  * `fault` (MLN_STRIPE_FAULT on rank 0: tcp only; it runs first, and the sub-tests after it
- * then exercise the fallback to the mpi lane).
+ * then exercise the fallback to the mpi lane).  Those two and `args` are in
+ * mpi_stripe_edges.c; the pattern and the checks in stripe_check.c.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
-#include "multilane.h"
+#include "stripe_check.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define KIB ((int64_t)1024)
-#define MIB (1024 * KIB)
-#define WHY_LEN 320
-
-typedef struct options {
-    const char *backend;
-    const char *tests;
-    const char *fault;
-    const char *threshold;
-    const char *progress; /* MLN_STRIPE_PROGRESS: call or thread */
-    int lanes, helpers, local, stripe_timeout, watchdog;
-} options_t;
-
-typedef struct tctx {
-    const options_t *opt;
-    MPI_Comm comm;
-    int rank, size, partner; /* partner: rank ^ 1, or -1 for the odd one out */
-    int64_t thr;             /* MLN_STRIPE_THRESHOLD in bytes */
-    int tag;                 /* first tag of the running sub-test */
-    int ok;
-    char why[WHY_LEN];
-} tctx_t;
 
 /* The watchdog's message: the one global, because a signal handler cannot take a pointer. */
 static char watchdog_msg[WHY_LEN];
@@ -66,164 +42,6 @@ static void watchdog_fire(int sig)
     ssize_t n = write(STDOUT_FILENO, watchdog_msg, strlen(watchdog_msg));
     (void)n;
     _exit(3);
-}
-
-__attribute__((format(printf, 2, 3))) static void fail(tctx_t *t, const char *fmt, ...)
-{
-    char msg[WHY_LEN];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "mpi_stripe: rank %d: %s\n", t->rank, msg);
-    if (t->ok)
-        snprintf(t->why, sizeof(t->why), "%s", msg);
-    t->ok = 0;
-}
-
-/* ---- data pattern ----------------------------------------------------------------------- */
-
-static inline uint8_t pat(int sender, int msg, uint64_t off)
-{
-    return (uint8_t)(off * 7u + (off >> 9) * 3u + (off >> 17) * 5u + (off >> 25) * 11u +
-                     (uint64_t)msg * 29u + (uint64_t)sender * 113u + 1u);
-}
-
-/* pat() is off * 7 plus a term constant over each aligned 512-byte block: fill and check go
- * block by block so that the compiler vectorises the inner loops (2 GiB in about a second). */
-static void fill(uint8_t *buf, int64_t n, int sender, int msg)
-{
-    for (int64_t b = 0; b < n; b += 512) {
-        const uint8_t base = (uint8_t)(pat(sender, msg, (uint64_t)b) - (uint8_t)(b * 7));
-        const int64_t end = n - b < 512 ? n - b : 512;
-        for (int64_t i = 0; i < end; i++)
-            buf[b + i] = (uint8_t)((b + i) * 7 + base);
-    }
-}
-
-/* 1 when buf[0..n) holds message `msg` of `sender`; else records the first wrong byte. */
-static int check(tctx_t *t, const uint8_t *buf, int64_t n, int sender, int msg, const char *what)
-{
-    int64_t wrong = 0, first = -1;
-
-    for (int64_t b = 0; b < n; b += 512) {
-        const uint8_t base = (uint8_t)(pat(sender, msg, (uint64_t)b) - (uint8_t)(b * 7));
-        const int64_t end = n - b < 512 ? n - b : 512;
-        int64_t bad = 0;
-        for (int64_t i = 0; i < end; i++)
-            bad += buf[b + i] != (uint8_t)((b + i) * 7 + base);
-        if (bad && first < 0)
-            for (int64_t i = 0; first < 0; i++)
-                if (buf[b + i] != pat(sender, msg, (uint64_t)(b + i)))
-                    first = b + i;
-        wrong += bad;
-    }
-    if (wrong)
-        fail(t, "%s: %lld of %lld bytes wrong, first at offset %lld (got 0x%02x, want 0x%02x)",
-             what, (long long)wrong, (long long)n, (long long)first, buf[first],
-             pat(sender, msg, (uint64_t)first));
-    return wrong == 0;
-}
-
-static void *xmalloc(int64_t n)
-{
-    void *p = malloc((size_t)(n > 0 ? n : 1));
-    if (p == NULL) {
-        fprintf(stderr, "mpi_stripe: out of memory (%lld bytes)\n", (long long)n);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return p;
-}
-
-/* ---- checks on statuses ----------------------------------------------------------------- */
-
-static int expect(tctx_t *t, mln_status_t got, mln_status_t want, const char *what)
-{
-    if (got == want)
-        return 1;
-    fail(t, "%s: returned %s, expected %s", what, mln_status_str(got), mln_status_str(want));
-    return 0;
-}
-
-/* Source, tag and byte count of a receive's MPI_Status. */
-static int check_status(tctx_t *t, const MPI_Status *st, int src, int tag, int64_t bytes,
-                        const char *what)
-{
-    MPI_Count n = -1;
-    int count = -1;
-
-    MPI_Get_elements_x(st, MPI_BYTE, &n);
-    if (st->MPI_SOURCE != src || st->MPI_TAG != tag || n != bytes) {
-        fail(t, "%s: status source %d tag %d count %lld, expected %d %d %lld", what, st->MPI_SOURCE,
-             st->MPI_TAG, (long long)n, src, tag, (long long)bytes);
-        return 0;
-    }
-    if (bytes <= INT32_MAX) {
-        MPI_Get_count(st, MPI_BYTE, &count);
-        if (count != bytes) {
-            fail(t, "%s: MPI_Get_count says %d bytes, expected %lld", what, count,
-                 (long long)bytes);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Receives `n` bytes posted with capacity `cap` from `src` (message `msg`) and checks all. */
-static void recv_check(tctx_t *t, int64_t n, int64_t cap, int src, int tag, int msg,
-                       const char *what)
-{
-    uint8_t *buf = xmalloc(cap);
-    MPI_Status st;
-    mln_request_t req = MLN_REQUEST_NULL;
-    char label[96];
-
-    snprintf(label, sizeof(label), "%s (%lld B, msg %d)", what, (long long)n, msg);
-    if (expect(t, mln_stripe_irecv(buf, cap, MPI_BYTE, src, tag, t->comm, &req), MLN_OK, label) &&
-        expect(t, mln_stripe_wait(&req, &st), MLN_OK, label)) {
-        if (req != MLN_REQUEST_NULL)
-            fail(t, "%s: wait left the request non-null", label);
-        if (check_status(t, &st, src, tag, n, label))
-            check(t, buf, n, src, msg, label);
-    }
-    free(buf);
-}
-
-/* Sends count messages sizes[i] (message index msg0 + i, tag tags[i]) to dest, waits each. */
-static void send_all(tctx_t *t, int dest, int count, const int64_t *sizes, const int *tags,
-                     int msg0)
-{
-    uint8_t **bufs = xmalloc((int64_t)sizeof(*bufs) * count);
-    mln_request_t *reqs = xmalloc((int64_t)sizeof(*reqs) * count);
-    char label[96];
-
-    for (int i = 0; i < count; i++) {
-        bufs[i] = xmalloc(sizes[i]);
-        fill(bufs[i], sizes[i], t->rank, msg0 + i);
-        snprintf(label, sizeof(label), "isend %lld B (msg %d)", (long long)sizes[i], msg0 + i);
-        if (!expect(t,
-                    mln_stripe_isend(bufs[i], sizes[i], MPI_BYTE, dest, tags[i], t->comm, &reqs[i]),
-                    MLN_OK, label))
-            reqs[i] = MLN_REQUEST_NULL;
-    }
-    for (int i = 0; i < count; i++) {
-        snprintf(label, sizeof(label), "send wait %lld B (msg %d)", (long long)sizes[i], msg0 + i);
-        expect(t, mln_stripe_wait(&reqs[i], MPI_STATUS_IGNORE), MLN_OK, label);
-        free(bufs[i]);
-    }
-    free(reqs);
-    free(bufs);
-}
-
-/* Runs body(t, sender) twice: even ranks send to odd ones, then the other way. */
-static void both_directions(tctx_t *t, void (*body)(tctx_t *, int sender))
-{
-    for (int dir = 0; dir < 2; dir++) {
-        if (t->partner >= 0)
-            body(t, (t->rank % 2) == dir);
-        MPI_Barrier(t->comm);
-    }
 }
 
 /* ---- sub-tests -------------------------------------------------------------------------- */
@@ -720,155 +538,6 @@ static void t_truncate(tctx_t *t)
 static void t_truncate_plain(tctx_t *t)
 {
     both_directions(t, truncate_plain_body);
-}
-
-/* Argument checks, intercommunicators, non-contiguous messages over 2^31 - 1 bytes. */
-static void t_args(tctx_t *t)
-{
-    uint8_t byte = 0;
-    mln_request_t req = MLN_REQUEST_NULL;
-    const int peer = t->partner >= 0 ? t->partner : 0;
-    MPI_Comm local, inter;
-    MPI_Datatype huge;
-    MPI_Status st;
-    const size_t span = ((size_t)1 << 32) + 4096;
-    void *zero;
-
-    if (strcmp(mln_stripe_backend_name(), t->opt->backend) != 0)
-        fail(t, "args: mln_stripe_backend_name() is '%s', expected '%s'", mln_stripe_backend_name(),
-             t->opt->backend);
-    if (strcmp(t->opt->backend, "tcp") == 0 && mln_stripe_lanes() != t->opt->lanes)
-        fail(t, "args: mln_stripe_lanes() is %d, expected %d", mln_stripe_lanes(), t->opt->lanes);
-    expect(t, mln_stripe_isend(&byte, -1, MPI_BYTE, peer, t->tag, t->comm, &req), MLN_ERR_ARG,
-           "args: isend count -1");
-    expect(t, mln_stripe_irecv(&byte, -1, MPI_BYTE, peer, t->tag, t->comm, &req), MLN_ERR_ARG,
-           "args: irecv count -1");
-    req = MLN_REQUEST_NULL;
-    expect(t, mln_stripe_wait(&req, MPI_STATUS_IGNORE), MLN_OK, "args: wait on a null request");
-    expect(t, mln_stripe_waitall(0, &req, &st), MLN_OK, "args: waitall of 0");
-
-    /* an intercommunicator between the even and the odd ranks */
-    MPI_Comm_split(t->comm, t->rank % 2, t->rank, &local);
-    MPI_Intercomm_create(local, 0, t->comm, t->rank % 2 ? 0 : 1, t->tag, &inter);
-    req = MLN_REQUEST_NULL;
-    if (!expect(t, mln_stripe_isend(&byte, 1, MPI_BYTE, 0, t->tag, inter, &req),
-                MLN_ERR_UNSUPPORTED, "args: isend on an intercommunicator"))
-        req = MLN_REQUEST_NULL; /* not waited: nobody receives it */
-    if (!expect(t, mln_stripe_irecv(&byte, 1, MPI_BYTE, 0, t->tag, inter, &req),
-                MLN_ERR_UNSUPPORTED, "args: irecv on an intercommunicator"))
-        req = MLN_REQUEST_NULL;
-    MPI_Barrier(t->comm);
-    MPI_Comm_free(&inter);
-    MPI_Comm_free(&local);
-
-    /* 2^31 + 4 bytes in a vector: refused before a byte is read (the source is a mapping of
-     * zero pages; nothing is received, so a message that went out would be a failure) */
-    zero = t->rank != 0
-               ? MAP_FAILED
-               : mmap(NULL, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (t->rank == 0 && zero == MAP_FAILED)
-        fprintf(stderr, "mpi_stripe: args: no 4 GiB mapping here: check skipped\n");
-    if (zero != MAP_FAILED) {
-        MPI_Type_vector((1 << 29) + 1, 1, 2, MPI_INT, &huge);
-        MPI_Type_commit(&huge);
-        req = MLN_REQUEST_NULL;
-        expect(t, mln_stripe_isend(zero, 1, huge, peer, t->tag + 1, t->comm, &req),
-               MLN_ERR_UNSUPPORTED, "args: non-contiguous message of 2^31 + 4 bytes");
-        MPI_Type_free(&huge);
-        munmap(zero, span);
-    }
-    /* last: a library that writes through the NULL crashes here */
-    expect(t, mln_stripe_isend(&byte, 1, MPI_BYTE, peer, t->tag, t->comm, NULL), MLN_ERR_ARG,
-           "args: isend without a request");
-}
-
-/* A message over 2^31 bytes (64-bit count), rank 0 to rank 1. */
-static void t_big(tctx_t *t)
-{
-    const int64_t n = ((int64_t)1 << 31) + 12345;
-    uint8_t *buf;
-
-    if (t->rank > 1)
-        return;
-    buf = xmalloc(n);
-    if (t->rank == 0) {
-        fill(buf, n, 0, 0);
-        expect(t, mln_stripe_send(buf, n, MPI_BYTE, 1, t->tag, t->comm), MLN_OK, "big: send");
-    } else {
-        MPI_Status st;
-        memset(buf, 0, (size_t)n);
-        if (expect(t, mln_stripe_recv(buf, n, MPI_BYTE, 0, t->tag, t->comm, &st), MLN_OK,
-                   "big: recv") &&
-            check_status(t, &st, 0, t->tag, n, "big"))
-            check(t, buf, n, 0, 0, "big");
-    }
-    free(buf);
-}
-
-/* MLN_STRIPE_FAULT=reset:LANE:BYTES on rank 0: its 16 MiB message to rank 1 fails on both sides
- * with MLN_ERR_PEER or MLN_ERR_TIMEOUT within bounded time; later large messages both ways (the
- * mpi lane) arrive whole. */
-static void t_fault(tctx_t *t)
-{
-    const int64_t n = 16 * MIB + 5;
-    const double bound = t->opt->stripe_timeout + 20.0;
-    uint8_t *buf;
-    mln_request_t req = MLN_REQUEST_NULL;
-    mln_status_t rc;
-    double t0;
-
-    if (t->rank <= 1) {
-        buf = xmalloc(n);
-        memset(buf, 0, (size_t)n);
-        if (t->rank == 0) {
-            fill(buf, n, 0, 0);
-            rc = mln_stripe_isend(buf, n, MPI_BYTE, 1, t->tag, t->comm, &req);
-        } else {
-            rc = mln_stripe_irecv(buf, n, MPI_BYTE, 0, t->tag, t->comm, &req);
-        }
-        if (expect(t, rc, MLN_OK, "fault: post")) {
-            t0 = MPI_Wtime();
-            rc = mln_stripe_wait(&req, MPI_STATUS_IGNORE);
-            if (rc != MLN_ERR_PEER && rc != MLN_ERR_TIMEOUT) {
-                int whole = t->rank == 1 && rc == MLN_OK;
-                for (int64_t i = 0; whole && i < n; i++)
-                    whole = buf[i] == pat(0, 0, (uint64_t)i);
-                fail(t, "fault: the %s of the message on the reset lane completed %s%s",
-                     t->rank ? "receive" : "send", mln_status_str(rc),
-                     t->rank ? (whole ? " (data whole)" : " (data WRONG)") : "");
-            } else if (MPI_Wtime() - t0 > bound) {
-                fail(t, "fault: the error took %.1f s (bound %.0f s)", MPI_Wtime() - t0, bound);
-            } else {
-                fprintf(stderr, "mpi_stripe: rank %d: fault: %s after %.2f s, as expected\n",
-                        t->rank, mln_status_str(rc), MPI_Wtime() - t0);
-            }
-        }
-        free(buf);
-    }
-    MPI_Barrier(t->comm);
-    if (t->rank > 1)
-        return;
-    t0 = MPI_Wtime();
-    for (int round = 1; round <= 2; round++) { /* 4 MiB both ways at once, then + 1 byte */
-        const int64_t m = 4 * MIB + (round - 1);
-        uint8_t *out = xmalloc(m), *in = xmalloc(m);
-        mln_request_t reqs[2] = {MLN_REQUEST_NULL, MLN_REQUEST_NULL};
-        MPI_Status st[2];
-        const int peer = 1 - t->rank, tag = t->tag + round;
-
-        fill(out, m, t->rank, round);
-        if (expect(t, mln_stripe_irecv(in, m, MPI_BYTE, peer, tag, t->comm, &reqs[0]), MLN_OK,
-                   "fault: later irecv") &&
-            expect(t, mln_stripe_isend(out, m, MPI_BYTE, peer, tag, t->comm, &reqs[1]), MLN_OK,
-                   "fault: later isend") &&
-            expect(t, mln_stripe_waitall(2, reqs, st), MLN_OK, "fault: 4 MiB after the reset") &&
-            check_status(t, &st[0], peer, tag, m, "fault: after the reset"))
-            check(t, in, m, peer, round, "fault: after the reset");
-        free(out);
-        free(in);
-    }
-    if (MPI_Wtime() - t0 > bound)
-        fail(t, "fault: the messages after the reset took %.1f s", MPI_Wtime() - t0);
 }
 
 /* ---- driver ----------------------------------------------------------------------------- */
