@@ -634,11 +634,26 @@ static void tcp_accept(mln_stripe_t *s)
     }
 }
 
+/* 1 while a tcp lane has work: a striped receive or chunks waiting to go out. */
+static int tcp_busy(const mln_stripe_t *s)
+{
+    for (const mln_req_t *r = s->active; r; r = r->next)
+        if (r->kind == MLN_LANE_TCP && (r->state == MLN_REQ_DATA || r->state == MLN_REQ_CTS))
+            return 1;
+    return 0;
+}
+
 static int tcp_progress(mln_stripe_t *s, int timeout_us)
 {
     mln_tcp_state_t *t = s->tcp;
     int n = 0, moved = 0, need = 1 + t->nin;
     struct timespec ts = {timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000L};
+
+    /* Nothing striped in flight: no system call at all, so that plain MPI messages wait in a
+     * loop as lean as MPI's own.  (Connections and hellos queue in the kernel meanwhile; a
+     * frame only ever follows a CTS, that is an active receive.) */
+    if (!tcp_busy(s))
+        return 0;
 
     for (int p = 0; p < s->wsize; p++)
         need += t->peers[p].nout;

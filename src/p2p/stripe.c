@@ -560,6 +560,35 @@ static mln_status_t mpi_error(int rc)
 /* ---- progress ---------------------------------------------------------------------------- */
 
 /* Tests the MPI side of one request; returns 1 when something happened. */
+/* r->mreq completed with MPI's return code rc and status mst (its request is now null). */
+static void mreq_done(mln_stripe_t *s, mln_req_t *r, int rc, const MPI_Status *mst)
+{
+    if (rc != MPI_SUCCESS) { /* only with MPI_ERRORS_RETURN on the user's communicator */
+        if (!r->is_send && mpi_error(rc) == MLN_ERR_TRUNCATE) {
+            r->st_source = mst->MPI_SOURCE;
+            r->st_tag = mst->MPI_TAG;
+            r->st_bytes = r->cap;
+            if (r->use_small) /* the first 64 bytes landed in the header room */
+                memcpy(r->buf, r->small, (size_t)r->cap);
+            req_finish(s, r, MLN_ERR_TRUNCATE);
+        } else {
+            mln_stripe_req_fail(s, r, mpi_error(rc));
+        }
+        return;
+    }
+    if (r->state == MLN_REQ_RAW) {
+        req_finish(s, r, MLN_OK);
+    } else if (r->state == MLN_REQ_HDR) {
+        recv_matched(s, r, mst);
+    } else if (r->state == MLN_REQ_INLINE && !r->is_send) {
+        if (r->cap < MLN_STRIPE_HDR_SIZE)
+            memcpy(r->buf, r->small, r->cap);
+        r->st_bytes = r->cap < MLN_STRIPE_HDR_SIZE ? r->cap : MLN_STRIPE_HDR_SIZE;
+        req_finish(s, r, r->cap < MLN_STRIPE_HDR_SIZE ? MLN_ERR_TRUNCATE : MLN_OK);
+    }
+}
+
+/* Tests the MPI side of one request; returns 1 when something happened. */
 static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
 {
     MPI_Status mst;
@@ -567,31 +596,9 @@ static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
 
     if (r->mreq != MPI_REQUEST_NULL) {
         int rc = MPI_Test(&r->mreq, &flag, &mst);
-        if (rc != MPI_SUCCESS) { /* only with MPI_ERRORS_RETURN on the user's communicator */
-            if (!r->is_send && mpi_error(rc) == MLN_ERR_TRUNCATE) {
-                r->st_source = mst.MPI_SOURCE;
-                r->st_tag = mst.MPI_TAG;
-                r->st_bytes = r->cap;
-                if (r->use_small) /* the first 64 bytes landed in the header room */
-                    memcpy(r->buf, r->small, (size_t)r->cap);
-                req_finish(s, r, MLN_ERR_TRUNCATE);
-            } else {
-                mln_stripe_req_fail(s, r, mpi_error(rc));
-            }
-            return 1;
-        }
-        if (flag) {
+        if (rc != MPI_SUCCESS || flag) {
+            mreq_done(s, r, rc, &mst);
             moved = 1;
-            if (r->state == MLN_REQ_RAW) {
-                req_finish(s, r, MLN_OK);
-            } else if (r->state == MLN_REQ_HDR) {
-                recv_matched(s, r, &mst);
-            } else if (r->state == MLN_REQ_INLINE && !r->is_send) {
-                if (r->cap < MLN_STRIPE_HDR_SIZE)
-                    memcpy(r->buf, r->small, r->cap);
-                r->st_bytes = r->cap < MLN_STRIPE_HDR_SIZE ? r->cap : MLN_STRIPE_HDR_SIZE;
-                req_finish(s, r, r->cap < MLN_STRIPE_HDR_SIZE ? MLN_ERR_TRUNCATE : MLN_OK);
-            }
         }
     }
     if (r->state == MLN_REQ_DONE)
@@ -616,7 +623,12 @@ static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
 static int poll_cts(mln_stripe_t *s)
 {
     MPI_Status mst;
-    int flag = 0, moved = 0;
+    int flag = 0, moved = 0, waiting = 0;
+
+    for (const mln_req_t *r = s->active; r && !waiting; r = r->next)
+        waiting = r->is_send && r->state == MLN_REQ_CTS;
+    if (!waiting) /* no send waits for a CTS: leave MPI's any-source receive alone */
+        return 0;
 
     while (s->cts_req != MPI_REQUEST_NULL) {
         if (MPI_Test(&s->cts_req, &flag, &mst) != MPI_SUCCESS || !flag)
@@ -674,9 +686,43 @@ int mln_stripe_progress(mln_stripe_t *s, int wait_us)
 }
 
 /* Progress until every request in reqs is done (failures complete requests too). */
+/*
+ * The waited requests are the only active ones and each is one plain MPI operation (a small
+ * message, or a receive not yet matched): nothing of ours needs progress, so wait in MPI_Wait,
+ * one request after the other, as a stock MPI program would (MPI progresses all of them while
+ * it waits on one).  MPICH's wait reacts faster on a WAN than a loop of MPI_Test (measured:
+ * 6.91 against 7.16-7.42 ms for a 100 KiB ping-pong on wan-2site).  MPI_Wait reports an error
+ * to the request's own communicator, as MPI_Test does.  Stops as soon as a header turned a
+ * receive into a striped one (then the engine has work of its own).
+ */
+static void wait_plain(mln_stripe_t *s, mln_req_t **reqs, int n)
+{
+    if (s->thread_on || s->nactive != n || mln_mpilane_busy(s))
+        return;
+    for (int i = 0; i < n; i++) {
+        mln_req_t *r = reqs[i];
+        if (r == NULL || (r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) ||
+            r->mreq == MPI_REQUEST_NULL || r->ctsreq != MPI_REQUEST_NULL)
+            return;
+    }
+    for (int i = 0; i < n; i++) {
+        mln_req_t *r = reqs[i];
+        MPI_Status mst;
+        int rc;
+
+        if (r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR)
+            return; /* a header arrived: striped work for the engine */
+        rc = MPI_Wait(&r->mreq, &mst);
+        r->mreq = MPI_REQUEST_NULL;
+        mreq_done(s, r, rc, &mst);
+    }
+}
+
 void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
 {
     int idle = 0;
+
+    wait_plain(s, reqs, n); /* completes them, or leaves everything to the loop below */
 
     for (;;) {
         int all = 1;
@@ -687,11 +733,13 @@ void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
             return;
         if (mln_stripe_progress(s, 0))
             idle = 0;
-        else if (++idle > 1000 || s->thread_on) {
+        else if (s->thread_on && ++idle > 100) {
             mln_stripe_unlock(s); /* let the progress thread in */
-            sched_yield();        /* as Open MPI's mpi_yield_when_idle: others may run */
+            sched_yield();
             mln_stripe_lock(s);
         }
+        /* Calls only: spin on MPI_Test like MPI's own wait (a wait with only tcp lanes left
+         * sleeps in poll() instead, inside the pass). */
     }
 }
 
