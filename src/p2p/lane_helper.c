@@ -218,6 +218,19 @@ mln_status_t mln_helper_serve(mln_stripe_t *s)
         }
         if (leaving && !busy)
             break;
+        if (leaving) { /* every application rank is in mln_finalize: what is left was for
+                          requests that failed; drop it rather than wait for it forever */
+            for (int i = 0; i < HELPER_SLOTS; i++) {
+                if (slots[i].state == SLOT_DATA)
+                    MPI_Cancel(&slots[i].req);
+                if (slots[i].state != SLOT_FREE) {
+                    MPI_Request_free(&slots[i].req);
+                    slots[i].buf = NULL; /* MPI may still read it: left to the process exit */
+                }
+            }
+            MLN_WARN("helper: forwards still pending at shutdown dropped (their requests failed)");
+            break;
+        }
         idle = moved ? 0 : idle + 1;
         if (idle > 2000) { /* share the cores with the application */
             struct timespec ts = {0, 50000};

@@ -623,12 +623,7 @@ static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
 static int poll_cts(mln_stripe_t *s)
 {
     MPI_Status mst;
-    int flag = 0, moved = 0, waiting = 0;
-
-    for (const mln_req_t *r = s->active; r && !waiting; r = r->next)
-        waiting = r->is_send && r->state == MLN_REQ_CTS;
-    if (!waiting) /* no send waits for a CTS: leave MPI's any-source receive alone */
-        return 0;
+    int flag = 0, moved = 0;
 
     while (s->cts_req != MPI_REQUEST_NULL) {
         if (MPI_Test(&s->cts_req, &flag, &mst) != MPI_SUCCESS || !flag)
@@ -695,23 +690,31 @@ int mln_stripe_progress(mln_stripe_t *s, int wait_us)
  * to the request's own communicator, as MPI_Test does.  Stops as soon as a header turned a
  * receive into a striped one (then the engine has work of its own).
  */
+/* 1 when every active request is one plain MPI operation still in flight. */
+static int all_plain(const mln_stripe_t *s)
+{
+    if (s->thread_on || mln_mpilane_busy(s))
+        return 0;
+    for (const mln_req_t *r = s->active; r; r = r->next)
+        if ((r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) || r->mreq == MPI_REQUEST_NULL ||
+            r->ctsreq != MPI_REQUEST_NULL)
+            return 0;
+    return 1;
+}
+
 static void wait_plain(mln_stripe_t *s, mln_req_t **reqs, int n)
 {
-    if (s->thread_on || s->nactive != n || mln_mpilane_busy(s))
-        return;
-    for (int i = 0; i < n; i++) {
-        mln_req_t *r = reqs[i];
-        if (r == NULL || (r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) ||
-            r->mreq == MPI_REQUEST_NULL || r->ctsreq != MPI_REQUEST_NULL)
-            return;
-    }
     for (int i = 0; i < n; i++) {
         mln_req_t *r = reqs[i];
         MPI_Status mst;
         int rc;
 
-        if (r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR)
-            return; /* a header arrived: striped work for the engine */
+        if (r == NULL || r->state == MLN_REQ_DONE)
+            continue;
+        /* Checked before every wait: once a header has made a receive striped, the engine has
+         * work of its own (CTS, lanes, its timeout clock) and must not sit in MPI_Wait. */
+        if (!all_plain(s))
+            return;
         rc = MPI_Wait(&r->mreq, &mst);
         r->mreq = MPI_REQUEST_NULL;
         mreq_done(s, r, rc, &mst);
