@@ -232,25 +232,32 @@ out:
     return st;
 }
 
+/* Closes our lanes to one peer and drops their queued chunks. */
+static void out_lanes_close(tcp_peer_t *p)
+{
+    for (int i = 0; i < p->nout; i++) {
+        tcp_out_t *o = &p->out[i];
+        while (o->head) {
+            tcp_chunk_t *c = o->head;
+            o->head = c->next;
+            free(c);
+        }
+        if (o->fd >= 0)
+            close(o->fd);
+    }
+    free(p->out);
+    p->out = NULL;
+    p->nout = 0;
+}
+
 static void tcp_close(mln_stripe_t *s)
 {
     mln_tcp_state_t *t = s->tcp;
 
     if (t == NULL)
         return;
-    for (int p = 0; t->peers && p < s->wsize; p++) {
-        for (int i = 0; i < t->peers[p].nout; i++) {
-            tcp_out_t *o = &t->peers[p].out[i];
-            while (o->head) {
-                tcp_chunk_t *c = o->head;
-                o->head = c->next;
-                free(c);
-            }
-            if (o->fd >= 0)
-                close(o->fd);
-        }
-        free(t->peers[p].out);
-    }
+    for (int p = 0; t->peers && p < s->wsize; p++)
+        out_lanes_close(&t->peers[p]);
     for (int i = 0; i < t->nin; i++) {
         close(t->ins[i]->fd);
         free(t->ins[i]);
@@ -352,22 +359,9 @@ static int tcp_ready(mln_stripe_t *s, int peer)
 /* Our lanes to `peer` are gone: fail the sends that use them; later ones go over MPI. */
 static void fail_out_peer(mln_stripe_t *s, int peer, mln_status_t st)
 {
-    tcp_peer_t *p = &s->tcp->peers[peer];
     mln_req_t *r, *next;
 
-    for (int i = 0; i < p->nout; i++) {
-        tcp_out_t *o = &p->out[i];
-        while (o->head) {
-            tcp_chunk_t *c = o->head;
-            o->head = c->next;
-            free(c);
-        }
-        if (o->fd >= 0)
-            close(o->fd);
-    }
-    free(p->out);
-    p->out = NULL;
-    p->nout = 0;
+    out_lanes_close(&s->tcp->peers[peer]);
     s->tcp_failed[peer] = 1;
     for (r = s->active; r; r = next) {
         next = r->next;
