@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -208,3 +208,36 @@ def multilane(
         check=False,
         cwd=cwd,
     )
+
+
+# MPI builds present in this tree (the test-bed MPI tests run for each).
+BUILT_MPIS = [m for m in ("openmpi", "mpich") if (REPO_ROOT / "build" / m / "bin").is_dir()]
+
+
+def testbed_skip_reason() -> str | None:
+    """Why MPI runs across a private test bed cannot happen here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if not BUILT_MPIS:
+        return "no MPI build: run make build"
+    if not any((REPO_ROOT / "build" / m / "bin" / "mln-delayline").exists() for m in BUILT_MPIS):
+        return "mln-delayline is not built: run make build"
+    return None
+
+
+def private_testbed(tmp: Path, name: str, toml: str) -> Iterator[tuple[dict[str, str], Path]]:
+    """Body of a module fixture: a test bed of its own (state under tmp) from `toml`, up for
+    the module and always taken down; yields (env, scenario path).  Skips without root."""
+    reason = testbed_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    scenario = tmp / f"{name}.toml"
+    scenario.write_text(toml)
+    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp / "state"))
+    up = multilane(["testbed", "up", str(scenario)], env, timeout=120)
+    assert up.returncode == 0, up.stderr
+    try:
+        yield env, scenario
+    finally:
+        down = multilane(["testbed", "down"], env, timeout=120)
+        assert down.returncode == 0, down.stderr

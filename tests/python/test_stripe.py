@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane, two_sites_network
+from conftest import BUILT_MPIS, REPO_ROOT, multilane, private_testbed, two_sites_network
 from multilane.context import Context
 from multilane.launchers import HOSTS_COMMANDS
 from multilane.scenario import load_scenario
@@ -28,7 +28,7 @@ from multilane.testbed import launch as tblaunch
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.mpi]
 
 NETWORK = 'name = "stripe-sites"\n' + two_sites_network("500mbit", "2ms", "mtu = 9000\n")
-MPIS = [m for m in ("openmpi", "mpich") if (REPO_ROOT / "build" / m / "bin").is_dir()]
+MPIS = BUILT_MPIS
 # mpi_stripe's sub-tests in "all" (tests/c/mpi_stripe.c, subtests[]).
 ALL_SUBTESTS = (
     "sizes",
@@ -53,16 +53,6 @@ ALL_PAYLOAD_MIN = 64 * 2**20
 RUN_TIMEOUT_S = 300
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if not MPIS:
-        return "no MPI build: run make build"
-    if not any((REPO_ROOT / "build" / m / "bin" / "mln-delayline").exists() for m in MPIS):
-        return "mln-delayline is not built: run make build"
-    return None
-
-
 def _program(mpi: str, name: str) -> Path:
     path = REPO_ROOT / "build" / mpi / "bin" / name
     if not path.exists():
@@ -73,20 +63,7 @@ def _program(mpi: str, name: str) -> Path:
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
     """A private two-site test bed for the module; always taken down."""
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("tbstripe")
-    scenario = tmp / "stripe-sites.toml"
-    scenario.write_text(NETWORK)
-    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp / "state"))
-    up = multilane(["testbed", "up", str(scenario)], env, timeout=120)
-    assert up.returncode == 0, up.stderr
-    try:
-        yield env, scenario
-    finally:
-        down = multilane(["testbed", "down"], env, timeout=120)
-        assert down.returncode == 0, down.stderr
+    yield from private_testbed(tmp_path_factory.mktemp("tbstripe"), "stripe-sites", NETWORK)
 
 
 def _run_group(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple[int, str]:

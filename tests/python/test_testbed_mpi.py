@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane, two_sites_network
+from conftest import (
+    BUILT_MPIS,
+    REPO_ROOT,
+    clean_env,
+    multilane,
+    private_testbed,
+    testbed_skip_reason,
+    two_sites_network,
+)
 from multilane.benchmarks import PT2PT
 from multilane.context import Context
 from multilane.launchers import HOSTS_COMMANDS
@@ -26,36 +34,13 @@ from multilane.testbed import launch as tblaunch
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.mpi]
 
 TWO_SITES = 'name = "two-sites"\n' + two_sites_network("200mbit", "1ms", "mtu = 9000\n")
-MPIS = [m for m in ("openmpi", "mpich") if (REPO_ROOT / "build" / m / "bin").is_dir()]
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if not MPIS:
-        return "no MPI build: run make build"
-    if not any((REPO_ROOT / "build" / m / "bin" / "mln-delayline").exists() for m in MPIS):
-        return "mln-delayline is not built: run make build"
-    return None
+MPIS = BUILT_MPIS
 
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
     """A private two-site test bed for the module; always taken down."""
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("tbmpi")
-    scenario = tmp / "two-sites.toml"
-    scenario.write_text(TWO_SITES)
-    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp / "state"))
-    up = multilane(["testbed", "up", str(scenario)], env, timeout=120)
-    assert up.returncode == 0, up.stderr
-    try:
-        yield env, scenario
-    finally:
-        down = multilane(["testbed", "down"], env, timeout=120)
-        assert down.returncode == 0, down.stderr
+    yield from private_testbed(tmp_path_factory.mktemp("tbmpi"), "two-sites", TWO_SITES)
 
 
 def _context(env: dict[str, str]) -> Context:
@@ -178,7 +163,7 @@ def test_delayline_killed_mid_run(bed: tuple[dict[str, str], Path], tmp_path: Pa
 def test_run_scenario_with_network(tmp_path: Path) -> None:
     """`multilane run` on a file with a [network] and runs: its own test bed is brought up,
     every run goes across the sites, the report is drawn, and the test bed is taken down."""
-    reason = _skip_reason()
+    reason = testbed_skip_reason()
     if reason:
         pytest.skip(reason)
     scenario = tmp_path / "tb-run.toml"
