@@ -736,13 +736,12 @@ void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
             return;
         if (mln_stripe_progress(s, 0))
             idle = 0;
-        else if (s->thread_on && ++idle > 100) {
+        else if (++idle > 1000 || s->thread_on) {
             mln_stripe_unlock(s); /* let the progress thread in */
-            sched_yield();
+            sched_yield();        /* as Open MPI's mpi_yield_when_idle: helper ranks and the
+                                     rest of an oversubscribed host need the core */
             mln_stripe_lock(s);
         }
-        /* Calls only: spin on MPI_Test like MPI's own wait (a wait with only tcp lanes left
-         * sleeps in poll() instead, inside the pass). */
     }
 }
 
