@@ -55,10 +55,11 @@ MPI_Comm mln_comm_world(void);
  * MLN_ERR_UNSUPPORTED).  Intercommunicators get MLN_ERR_UNSUPPORTED.
  *
  * Requests progress inside mln_stripe_wait/test/waitall (and any other mln_stripe call).
- * A lane that fails (peer closed, reset, no progress for MLN_STRIPE_TIMEOUT seconds) completes
- * the requests that used it with MLN_ERR_PEER or MLN_ERR_TIMEOUT; later messages to that peer
- * use the mpi lane.  A receive whose buffer is too small gets MLN_ERR_TRUNCATE (its buffer holds
- * the first bytes).  The MPI_Status of a receive carries the source, the tag and the count.
+ * A lane that fails (peer closed, reset, nothing moved with that peer for MLN_STRIPE_TIMEOUT
+ * seconds) completes the requests that used it with MLN_ERR_PEER or MLN_ERR_TIMEOUT; later
+ * messages to that peer use the mpi lane.  A receive whose buffer is too small gets
+ * MLN_ERR_TRUNCATE (its buffer holds the first bytes).  The MPI_Status of a receive carries the
+ * source, the tag and the count.
  */
 typedef enum mln_stripe_backend {
     MLN_STRIPE_TCP = 0, /* the library's own TCP sockets, MLN_STRIPE_LANES per peer */

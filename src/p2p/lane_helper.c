@@ -149,69 +149,147 @@ typedef struct helper_slot {
     MPI_Request req;
 } helper_slot_t;
 
+/* One posted header receive per application rank, never one MPI_ANY_SOURCE receive: with
+ * MPICH (ch4, 5.0.2), a helper whose MPI_ANY_SOURCE receive was fed both through shared memory
+ * (senders on its host) and through the network (senders on the other hosts) was seen to stop
+ * completing its own sends, and the forwarding stalled (tests/python/test_stripe.py, "many"). */
+typedef struct helper_src {
+    int rank;
+    MPI_Request req;
+    mln_fwd_hdr_t in;
+} helper_src_t;
+
+static mln_status_t post_hdr(mln_stripe_t *s, helper_src_t *src)
+{
+    mln_status_t st = MLN_OK;
+
+    MLN_MPI_CHECK(MPI_Irecv(&src->in, (int)sizeof(src->in), MPI_BYTE, src->rank, MLN_TAG_FWD_HDR,
+                            s->ctrl, &src->req),
+                  st, out);
+out:
+    return st;
+}
+
+/* A header from src matched: its chunk goes into slot sl (received now, sent on later). */
+static mln_status_t slot_take(mln_stripe_t *s, helper_slot_t *sl, const helper_src_t *src)
+{
+    mln_status_t st = MLN_OK;
+
+    if (src->in.len > sl->cap) {
+        free(sl->buf);
+        sl->buf = malloc((size_t)src->in.len);
+        sl->cap = sl->buf ? src->in.len : 0;
+        if (sl->buf == NULL)
+            return MLN_ERR_NOMEM;
+    }
+    sl->fwd = src->in;
+    sl->src = src->rank;
+    /* Posted right after its header matched: chunks from one sender stay paired. */
+    MLN_MPI_CHECK(MPI_Irecv(sl->buf, (int)sl->fwd.len, MPI_BYTE, sl->src, MLN_TAG_FWD_DATA, s->ctrl,
+                            &sl->req),
+                  st, out);
+    sl->state = SLOT_DATA;
+out:
+    return st;
+}
+
+/* Moves every slot on: *moved = 1 when one did, *busy = 1 while one is in use. */
+static mln_status_t slots_progress(mln_stripe_t *s, helper_slot_t *slots, int *moved, int *busy,
+                                   uint64_t *forwarded)
+{
+    mln_status_t st = MLN_OK;
+    int flag = 0;
+
+    *busy = 0;
+    for (int i = 0; i < HELPER_SLOTS; i++) {
+        helper_slot_t *sl = &slots[i];
+        if (sl->state == SLOT_FREE)
+            continue;
+        MLN_MPI_CHECK(MPI_Test(&sl->req, &flag, MPI_STATUS_IGNORE), st, out);
+        if (flag && sl->state == SLOT_DATA) {
+            MLN_MPI_CHECK(MPI_Isend(sl->buf, (int)sl->fwd.len, MPI_BYTE, sl->fwd.dest, sl->fwd.tag,
+                                    s->ctrl, &sl->req),
+                          st, out);
+            sl->state = SLOT_SEND;
+            *moved = 1;
+        } else if (flag) {
+            sl->state = SLOT_FREE;
+            *forwarded += sl->fwd.len;
+            *moved = 1;
+        }
+        *busy |= sl->state != SLOT_FREE;
+    }
+out:
+    return st;
+}
+
+/* Every application rank's header receive. */
+static mln_status_t srcs_open(mln_stripe_t *s, helper_src_t **out, int *n)
+{
+    mln_status_t st = MLN_OK;
+    helper_src_t *srcs = calloc((size_t)s->wsize, sizeof(*srcs));
+    int app_ranks = 0;
+
+    if (srcs == NULL)
+        return MLN_ERR_NOMEM;
+    for (int r = 0; r < s->wsize; r++) {
+        int helper = 0;
+        for (int i = 0; i < s->nhosts * s->helper->k; i++)
+            helper |= s->helper->helpers[i] == r;
+        if (!helper)
+            srcs[app_ranks++] = (helper_src_t){.rank = r, .req = MPI_REQUEST_NULL};
+    }
+    for (int i = 0; i < app_ranks; i++)
+        MLN_CHECK(post_hdr(s, &srcs[i]), st, out);
+out:
+    *out = srcs;
+    *n = app_ranks;
+    return st;
+}
+
+static void srcs_close(helper_src_t *srcs, int n)
+{
+    for (int i = 0; srcs != NULL && i < n; i++) {
+        if (srcs[i].req == MPI_REQUEST_NULL)
+            continue;
+        MPI_Cancel(&srcs[i].req);
+        MPI_Wait(&srcs[i].req, MPI_STATUS_IGNORE);
+    }
+    free(srcs);
+}
+
 mln_status_t mln_helper_serve(mln_stripe_t *s)
 {
     mln_status_t st = MLN_OK;
     helper_slot_t slots[HELPER_SLOTS] = {0};
-    mln_fwd_hdr_t in;
-    MPI_Request hdr_req = MPI_REQUEST_NULL, bar_req = MPI_REQUEST_NULL;
-    MPI_Status mst;
-    int flag = 0, idle = 0, leaving = 0;
+    helper_src_t *srcs = NULL;
+    MPI_Request bar_req = MPI_REQUEST_NULL;
+    int flag = 0, idle = 0, leaving = 0, nsrcs = 0, next_src = 0;
     uint64_t forwarded = 0;
 
     for (int i = 0; i < HELPER_SLOTS; i++)
         slots[i].req = MPI_REQUEST_NULL;
+    MLN_CHECK(srcs_open(s, &srcs, &nsrcs), st, out);
     MLN_MPI_CHECK(MPI_Ibarrier(s->ctrl, &bar_req), st, out);
     for (;;) {
-        int moved = 0, busy = 0, free_slot = -1;
+        int moved = 0, busy = 0;
 
-        for (int i = 0; i < HELPER_SLOTS; i++) {
-            helper_slot_t *sl = &slots[i];
-            if (sl->state != SLOT_FREE) {
-                MLN_MPI_CHECK(MPI_Test(&sl->req, &flag, MPI_STATUS_IGNORE), st, out);
-                if (flag && sl->state == SLOT_DATA) {
-                    MLN_MPI_CHECK(MPI_Isend(sl->buf, (int)sl->fwd.len, MPI_BYTE, sl->fwd.dest,
-                                            sl->fwd.tag, s->ctrl, &sl->req),
-                                  st, out);
-                    sl->state = SLOT_SEND;
-                    moved = 1;
-                } else if (flag) {
-                    sl->state = SLOT_FREE;
-                    forwarded += sl->fwd.len;
-                    moved = 1;
-                }
-            }
-            if (sl->state == SLOT_FREE && free_slot < 0)
-                free_slot = i;
-            busy |= sl->state != SLOT_FREE;
+        MLN_CHECK(slots_progress(s, slots, &moved, &busy, &forwarded), st, out);
+        /* New headers while a slot is free, from the senders in turn (none starves). */
+        for (int n = 0, i = 0; n < nsrcs && i < HELPER_SLOTS && !leaving; n++) {
+            helper_src_t *src = &srcs[(next_src + n) % nsrcs];
+            while (i < HELPER_SLOTS && slots[i].state != SLOT_FREE)
+                i++;
+            if (i == HELPER_SLOTS)
+                break;
+            MLN_MPI_CHECK(MPI_Test(&src->req, &flag, MPI_STATUS_IGNORE), st, out);
+            if (!flag)
+                continue;
+            MLN_CHECK(slot_take(s, &slots[i], src), st, out);
+            MLN_CHECK(post_hdr(s, src), st, out);
+            moved = busy = 1;
         }
-        if (hdr_req == MPI_REQUEST_NULL && free_slot >= 0 && !leaving)
-            MLN_MPI_CHECK(MPI_Irecv(&in, (int)sizeof(in), MPI_BYTE, MPI_ANY_SOURCE, MLN_TAG_FWD_HDR,
-                                    s->ctrl, &hdr_req),
-                          st, out);
-        if (hdr_req != MPI_REQUEST_NULL) {
-            MLN_MPI_CHECK(MPI_Test(&hdr_req, &flag, &mst), st, out);
-            if (flag) { /* free_slot >= 0: a header is only awaited with a slot free */
-                helper_slot_t *sl = &slots[free_slot];
-                if (in.len > sl->cap) {
-                    free(sl->buf);
-                    sl->buf = malloc((size_t)in.len);
-                    sl->cap = sl->buf ? in.len : 0;
-                    if (sl->buf == NULL) {
-                        st = MLN_ERR_NOMEM;
-                        goto out;
-                    }
-                }
-                sl->fwd = in;
-                sl->src = mst.MPI_SOURCE;
-                /* Posted right after its header matched: chunks from one sender stay paired. */
-                MLN_MPI_CHECK(MPI_Irecv(sl->buf, (int)in.len, MPI_BYTE, sl->src, MLN_TAG_FWD_DATA,
-                                        s->ctrl, &sl->req),
-                              st, out);
-                sl->state = SLOT_DATA;
-                moved = busy = 1;
-            }
-        }
+        next_src = nsrcs > 0 ? (next_src + 1) % nsrcs : 0;
         if (!leaving) {
             MLN_MPI_CHECK(MPI_Test(&bar_req, &flag, MPI_STATUS_IGNORE), st, out);
             leaving = flag;
@@ -237,12 +315,9 @@ mln_status_t mln_helper_serve(mln_stripe_t *s)
             nanosleep(&ts, NULL);
         }
     }
-    if (hdr_req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&hdr_req);
-        MPI_Wait(&hdr_req, MPI_STATUS_IGNORE);
-    }
     MLN_DEBUG("helper: forwarded %llu bytes", (unsigned long long)forwarded);
 out:
+    srcs_close(srcs, nsrcs);
     for (int i = 0; i < HELPER_SLOTS; i++)
         free(slots[i].buf);
     return st;

@@ -131,6 +131,7 @@ void mln_stripe_req_progress(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
 {
     r->bytes_done += bytes;
     r->last_progress = mln_stripe_now();
+    s->peer_moved[r->peer_world] = r->last_progress;
     if (r->bytes_done >= r->accept && (!r->is_send || r->next_off >= r->accept) &&
         r->state == MLN_REQ_DATA && (r->is_send || r->ctsreq == MPI_REQUEST_NULL))
         req_finish(s, r, r->total > r->accept && !r->is_send ? MLN_ERR_TRUNCATE : MLN_OK);
@@ -637,6 +638,16 @@ static int poll_cts(mln_stripe_t *s)
     return moved;
 }
 
+/* Since when r has been waiting for its peer: the later of its own last progress and the
+ * last bytes moved with that peer for any message (chunks go out in posting order, so the
+ * 50th message in flight to one peer gets none while the first 49 move). */
+static double stalled_since(const mln_stripe_t *s, const mln_req_t *r)
+{
+    const double peer = s->peer_moved[r->peer_world];
+
+    return peer > r->last_progress ? peer : r->last_progress;
+}
+
 /* One pass: MPI requests, CTS, chunk scheduling, lane I/O (blocking up to wait_us). */
 int mln_stripe_progress(mln_stripe_t *s, int wait_us)
 {
@@ -656,9 +667,9 @@ int mln_stripe_progress(mln_stripe_t *s, int wait_us)
             continue;
         if (r->is_send && r->next_off < r->accept)
             s->lanes[r->kind]->send_fill(s, r);
-        if (now - r->last_progress > (double)s->cfg->stripe_timeout) {
-            MLN_ERROR("striped %s of message %llu with world rank %d: no progress for %lld s "
-                      "(MLN_STRIPE_TIMEOUT)",
+        if (now - stalled_since(s, r) > (double)s->cfg->stripe_timeout) {
+            MLN_ERROR("striped %s of message %llu with world rank %d: nothing moved to or from "
+                      "that rank for %lld s (MLN_STRIPE_TIMEOUT)",
                       r->is_send ? "send" : "receive", (unsigned long long)r->msg_id, r->peer_world,
                       (long long)s->cfg->stripe_timeout);
             mln_stripe_req_fail(s, r, MLN_ERR_TIMEOUT);

@@ -291,6 +291,16 @@ static mln_status_t check_thread_level(const mln_stripe_t *s)
     return MLN_OK;
 }
 
+/* The engine and its per-world-rank tables. */
+static void free_rank_tables(mln_stripe_t *s)
+{
+    free(s->tcp_failed);
+    free(s->peer_moved);
+    free(s->host_of);
+    free(s->site_of);
+    free(s);
+}
+
 mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
 {
     mln_status_t st = MLN_OK;
@@ -316,7 +326,8 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
     s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
     s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
     s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));
-    if (s->tcp_failed == NULL) {
+    s->peer_moved = calloc((size_t)s->wsize, sizeof(double));
+    if (s->tcp_failed == NULL || s->peer_moved == NULL) {
         st = MLN_ERR_NOMEM;
         goto err_free;
     }
@@ -351,10 +362,7 @@ err_lanes:
 err_free:
     if (s->ctrl != MPI_COMM_NULL)
         MPI_Comm_free(&s->ctrl);
-    free(s->tcp_failed);
-    free(s->host_of);
-    free(s->site_of);
-    free(s);
+    free_rank_tables(s);
     return st;
 }
 
@@ -389,8 +397,5 @@ void mln_stripe_fini(mln_stripe_t *s)
         MPI_Comm_free(&s->ctrl);
     if (mln_the_stripe == s)
         mln_the_stripe = NULL;
-    free(s->tcp_failed);
-    free(s->host_of);
-    free(s->site_of);
-    free(s);
+    free_rank_tables(s);
 }

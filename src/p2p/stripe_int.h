@@ -200,6 +200,9 @@ struct mln_stripe {
     mln_helper_state_t *helper;
     mln_mpilane_state_t *mpilane;
     int *tcp_failed; /* world rank -> 1 when its tcp lanes failed (use mpi then) */
+    /* world rank -> when bytes of any striped message to or from it last moved: a message
+     * queued behind others to the same peer is waiting, not stuck (MLN_STRIPE_TIMEOUT) */
+    double *peer_moved;
 
     /* MLN_STRIPE_PROGRESS=thread: a thread progresses too; the lock guards the engine. */
     int thread_on;
