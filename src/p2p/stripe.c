@@ -691,11 +691,52 @@ int mln_stripe_progress(mln_stripe_t *s, int wait_us)
     return moved;
 }
 
+/*
+ * The request of reqs that may be waited for in MPI_Wait, or NULL.  That is so when every
+ * active request is one plain MPI operation (a small message, or a receive whose message has
+ * not arrived) and no active request but that one could still turn into a striped message:
+ * then nothing else needs the engine while MPI waits, as in a stock MPI program.  A receive
+ * not yet matched is the one that could (its message may be a header); it must be the one
+ * waited for, so that MPI_Wait returns when its header lands.  Were another one waiting, a
+ * peer blocked in a striped send to us for want of our CTS could never post the receive our
+ * waited send needs.  MPICH's MPI_Wait reacts faster on a WAN than a loop of MPI_Test
+ * (measured: 6.91 against 7.16-7.42 ms for a 100 KiB ping-pong on wan-2site).
+ */
+static mln_req_t *plain_wait_target(const mln_stripe_t *s, mln_req_t **reqs, int n)
+{
+    const mln_req_t *unmatched = NULL;
+
+    if (s->thread_on || mln_mpilane_busy(s))
+        return NULL;
+    for (const mln_req_t *r = s->active; r; r = r->next) {
+        if ((r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) || r->mreq == MPI_REQUEST_NULL ||
+            r->ctsreq != MPI_REQUEST_NULL)
+            return NULL;
+        if (r->state == MLN_REQ_HDR) {
+            if (unmatched != NULL)
+                return NULL;
+            unmatched = r;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (reqs[i] != NULL && reqs[i]->state != MLN_REQ_DONE &&
+            (unmatched == NULL || reqs[i] == unmatched))
+            return reqs[i];
+    return NULL;
+}
+
 /* Progress until every request in reqs is done (failures complete requests too). */
 void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n)
 {
+    mln_req_t *plain;
     int idle = 0;
 
+    while ((plain = plain_wait_target(s, reqs, n)) != NULL) {
+        MPI_Status mst;
+        int rc = MPI_Wait(&plain->mreq, &mst); /* errors: as MPI_Test would report them */
+        plain->mreq = MPI_REQUEST_NULL;
+        mreq_done(s, plain, rc, &mst);
+    }
     for (;;) {
         int all = 1;
         for (int i = 0; i < n; i++)

@@ -279,6 +279,73 @@ static void t_many(tctx_t *t)
     }
 }
 
+/*
+ * MPI's progress rule: waiting for one request moves the others.  The waiter has a striped
+ * receive posted that it does not wait for yet, and waits first for a plain message that the
+ * partner handles only after its blocking striped send, which needs the waiter's CTS.  Round 0
+ * waits for a plain send just under the threshold (a rendezvous in both MPIs), round 1 for a
+ * plain receive posted after the striped one.
+ */
+static void progress_body(tctx_t *t, int waiter)
+{
+    const int64_t big = 4 * MIB + 1, plain = t->thr - 1;
+    uint8_t *bbuf = xmalloc(big), *pbuf = xmalloc(plain);
+
+    for (int round = 0; round < 2 && t->ok; round++) {
+        char label[64];
+        MPI_Status st;
+
+        snprintf(label, sizeof(label), "progress round %d", round);
+        if (waiter) {
+            mln_request_t rbig = MLN_REQUEST_NULL, rplain = MLN_REQUEST_NULL;
+            expect(t, mln_stripe_irecv(bbuf, big, MPI_BYTE, t->partner, t->tag, t->comm, &rbig),
+                   MLN_OK, label);
+            if (round == 0) {
+                fill(pbuf, plain, t->rank, 1);
+                expect(t,
+                       mln_stripe_isend(pbuf, plain, MPI_BYTE, t->partner, t->tag + 1, t->comm,
+                                        &rplain),
+                       MLN_OK, label);
+                expect(t, mln_stripe_wait(&rplain, &st), MLN_OK, label);
+            } else {
+                expect(t,
+                       mln_stripe_irecv(pbuf, plain, MPI_BYTE, t->partner, t->tag + 1, t->comm,
+                                        &rplain),
+                       MLN_OK, label);
+                if (expect(t, mln_stripe_wait(&rplain, &st), MLN_OK, label) &&
+                    check_status(t, &st, t->partner, t->tag + 1, plain, label))
+                    check(t, pbuf, plain, t->partner, 1, label);
+            }
+            if (expect(t, mln_stripe_wait(&rbig, &st), MLN_OK, label) &&
+                check_status(t, &st, t->partner, t->tag, big, label))
+                check(t, bbuf, big, t->partner, 0, label);
+        } else {
+            fill(bbuf, big, t->rank, 0);
+            expect(t, mln_stripe_send(bbuf, big, MPI_BYTE, t->partner, t->tag, t->comm), MLN_OK,
+                   label);
+            if (round == 0) {
+                if (expect(t,
+                           mln_stripe_recv(pbuf, plain, MPI_BYTE, t->partner, t->tag + 1, t->comm,
+                                           &st),
+                           MLN_OK, label) &&
+                    check_status(t, &st, t->partner, t->tag + 1, plain, label))
+                    check(t, pbuf, plain, t->partner, 1, label);
+            } else {
+                fill(pbuf, plain, t->rank, 1);
+                expect(t, mln_stripe_send(pbuf, plain, MPI_BYTE, t->partner, t->tag + 1, t->comm),
+                       MLN_OK, label);
+            }
+        }
+    }
+    free(bbuf);
+    free(pbuf);
+}
+
+static void t_progress(tctx_t *t)
+{
+    both_directions(t, progress_body);
+}
+
 /* Blocking mln_stripe_send / mln_stripe_recv. */
 static void blocking_body(tctx_t *t, int sender)
 {
@@ -550,14 +617,21 @@ typedef struct subtest {
 } subtest_t;
 
 /* In running order: fault first (what follows then runs on the fallback), big last. */
-static const subtest_t subtests[] = {
-    {"fault", t_fault, 0, 1},       {"sizes", t_sizes, 1, 1},
-    {"order", t_order, 1, 1},       {"anysrc", t_anysrc, 1, 1},
-    {"exchange", t_exchange, 1, 1}, {"many", t_many, 1, 1},
-    {"blocking", t_blocking, 1, 1}, {"test", t_test, 1, 1},
-    {"types", t_types, 1, 1},       {"truncate", t_truncate, 1, 1},
-    {"args", t_args, 1, 1},         {"truncate_plain", t_truncate_plain, 1, 1},
-    {"big", t_big, 0, 4},           {NULL, NULL, 0, 0}};
+static const subtest_t subtests[] = {{"fault", t_fault, 0, 1},
+                                     {"sizes", t_sizes, 1, 1},
+                                     {"order", t_order, 1, 1},
+                                     {"anysrc", t_anysrc, 1, 1},
+                                     {"exchange", t_exchange, 1, 1},
+                                     {"many", t_many, 1, 1},
+                                     {"blocking", t_blocking, 1, 1},
+                                     {"test", t_test, 1, 1},
+                                     {"types", t_types, 1, 1},
+                                     {"truncate", t_truncate, 1, 1},
+                                     {"args", t_args, 1, 1},
+                                     {"truncate_plain", t_truncate_plain, 1, 1},
+                                     {"progress", t_progress, 1, 1},
+                                     {"big", t_big, 0, 4},
+                                     {NULL, NULL, 0, 0}};
 
 /* 1 when sub-test `name` is in the comma-separated list (or in "all"). */
 static int selected(const char *list, const subtest_t *s)

@@ -42,6 +42,7 @@ ALL_SUBTESTS = (
     "truncate",
     "args",
     "truncate_plain",
+    "progress",
 )
 # backend -> (ranks per host, mpi_stripe arguments): helper takes the last rank of each host.
 BACKENDS = {
