@@ -91,6 +91,41 @@ mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status 
 const char *mln_stripe_backend_name(void);
 int mln_stripe_lanes(void);
 
+/* ---- multi-endpoint hierarchical broadcast (seed 001) ------------------------------------ */
+
+/*
+ * mln_bcast: MPI_Bcast's arguments and semantics (collective over comm, the same count and
+ * type signature on every rank, root anywhere), with a 64-bit count.  Algorithms:
+ *
+ *   sme   multi-endpoint: the message is cut into L chunks on element boundaries; chunk j is
+ *         broadcast between nodes by the j-th process of every node, all L at once; inside a
+ *         node the chunks meet in a shared-memory window that every process copies from.
+ *   hier  the same with one leader per node (the classic two-level broadcast).
+ *   mpi   MPI_Bcast.
+ *
+ * MLN_BCAST_ALGO picks one (auto = sme); MLN_BCAST_LEADERS is L, capped at the smallest number
+ * of processes on a node.  sme falls back to hier with L = 1, and both fall back to MPI_Bcast
+ * below MLN_BCAST_THRESHOLD bytes or on one node (each fallback is logged at debug level).
+ * Nodes are MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups, or blocks of MLN_NODE_SIZE
+ * consecutive ranks of each (a test hook to emulate nodes on one host).  The set-up is cached on
+ * the communicator and freed with it.  Non-contiguous types are packed (at most 2^31 - 1 bytes
+ * packed; beyond, MLN_ERR_UNSUPPORTED).  Intercommunicators get MLN_ERR_UNSUPPORTED.
+ */
+typedef enum mln_bcast_algo {
+    MLN_BCAST_AUTO = 0,
+    MLN_BCAST_SME = 1,
+    MLN_BCAST_HIER = 2,
+    MLN_BCAST_MPI = 3
+} mln_bcast_algo_t;
+
+mln_status_t mln_bcast(void *buf, int64_t count, MPI_Datatype datatype, int root, MPI_Comm comm);
+
+/* What the last mln_bcast on this process ran (after fallbacks), and with how many leaders
+ * per node (1 for hier, 0 for mpi): for tests and benchmarks. */
+mln_bcast_algo_t mln_bcast_last_algo(int *leaders);
+/* "auto", "sme", "hier", "mpi" (NULL for a value out of range). */
+const char *mln_bcast_algo_name(mln_bcast_algo_t algo);
+
 #ifdef __cplusplus
 }
 #endif

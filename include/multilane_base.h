@@ -100,6 +100,10 @@ typedef struct mln_config {
     char stripe_addr[64];       /* MLN_STRIPE_IFACE: interface whose address lanes use */
     char stripe_fault[64];      /* MLN_STRIPE_FAULT: test hook, "reset:LANE:BYTES" */
     int stripe_progress;        /* MLN_STRIPE_PROGRESS: 0 = in calls, 1 = also a thread */
+    int bcast_algo;             /* MLN_BCAST_ALGO: a mln_bcast_algo_t */
+    int64_t bcast_leaders;      /* MLN_BCAST_LEADERS: leaders per node (sme) */
+    uint64_t bcast_threshold;   /* MLN_BCAST_THRESHOLD: smaller broadcasts use MPI_Bcast */
+    int64_t node_size;          /* MLN_NODE_SIZE: 0 = nodes from MPI; N = N ranks per node */
 } mln_config_t;
 
 /* Source of values: returns the text for `name`, or NULL when unset (getenv-like). */

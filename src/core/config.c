@@ -7,6 +7,8 @@
 #include <stddef.h>
 
 static const char *const log_levels[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
+/* Order = mln_bcast_algo_t. */
+static const char *const bcast_algos[] = {"auto", "sme", "hier", "mpi", NULL};
 /* Order = mln_stripe_backend_t. */
 static const char *const stripe_backends[] = {"tcp", "helper", "mpi", NULL};
 static const char *const stripe_progress[] = {"call", "thread", NULL};
@@ -103,6 +105,33 @@ static const mln_tunable_t mln_config_table[] = {
      .default_value = "",
      .help = "fault injection for tests: 'reset:LANE:BYTES' resets a tcp lane mid-transfer",
      .offset = offsetof(mln_config_t, stripe_fault)},
+    {.env = "MLN_BCAST_ALGO",
+     .type = MLN_TUNABLE_ENUM,
+     .default_value = "auto",
+     .help = "mln_bcast algorithm: auto (= sme), sme (L leaders per node), hier (one leader), "
+             "mpi (MPI_Bcast)",
+     .offset = offsetof(mln_config_t, bcast_algo),
+     .choices = bcast_algos},
+    {.env = "MLN_BCAST_LEADERS",
+     .type = MLN_TUNABLE_INT,
+     .default_value = "4",
+     .help = "leaders per node for sme (capped at the smallest number of ranks on a node)",
+     .offset = offsetof(mln_config_t, bcast_leaders),
+     .min = 1,
+     .max = 1024},
+    {.env = "MLN_BCAST_THRESHOLD",
+     .type = MLN_TUNABLE_SIZE,
+     .default_value = "16K",
+     .help = "broadcasts of fewer bytes use MPI_Bcast",
+     .offset = offsetof(mln_config_t, bcast_threshold)},
+    {.env = "MLN_NODE_SIZE",
+     .type = MLN_TUNABLE_INT,
+     .default_value = "0",
+     .help = "0: nodes are MPI's shared-memory groups; N: blocks of N consecutive ranks "
+             "(test hook: emulated nodes on one host)",
+     .offset = offsetof(mln_config_t, node_size),
+     .min = 0,
+     .max = 1048576},
 };
 
 const mln_tunable_t *mln_tunables(size_t *count)

@@ -7,6 +7,7 @@
  */
 #include "mln_core.h"
 
+#include "../bcast/bcast_int.h"
 #include "../p2p/stripe_int.h"
 
 #include <stdlib.h>
@@ -113,6 +114,7 @@ mln_status_t mln_finalize(void)
     if (ctx == NULL)
         return MLN_ERR_NOT_INIT;
     MLN_DEBUG("multilane finalising");
+    mln_bcast_fini(); /* before the stripe engine frees mln_comm_world() */
     mln_stripe_fini(ctx->stripe);
     mln_the_context = NULL;
     if (ctx->log_fp_owned)

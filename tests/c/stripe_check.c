@@ -16,7 +16,7 @@ void fail(tctx_t *t, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "mpi_stripe: rank %d: %s\n", t->rank, msg);
+    fprintf(stderr, "%s: rank %d: %s\n", t->prog ? t->prog : "mpi_stripe", t->rank, msg);
     if (t->ok)
         snprintf(t->why, sizeof(t->why), "%s", msg);
     t->ok = 0;

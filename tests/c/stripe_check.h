@@ -1,6 +1,7 @@
 /*
  * stripe_check.h - what the striped point-to-point tests (mpi_stripe.c) share: the options,
- * the per-rank test context, the data pattern and the checks on data and statuses.
+ * the per-rank test context, the data pattern and the checks on data and statuses.  The
+ * broadcast test (mpi_bcast.c) reuses the context, the pattern and the data checks.
  */
 #ifndef MLN_STRIPE_CHECK_H
 #define MLN_STRIPE_CHECK_H
@@ -30,6 +31,7 @@ typedef struct tctx {
     int tag;                 /* first tag of the running sub-test */
     int ok;
     char why[WHY_LEN];
+    const char *prog; /* the program named in stderr lines; NULL: mpi_stripe */
 } tctx_t;
 
 /* Byte `off` of message `msg` from `sender`: every payload byte is checked against it. */

@@ -1,0 +1,402 @@
+/*
+ * bcast.c - mln_bcast: argument checks, the choice of algorithm and its fallbacks (B2), the
+ * set-up cached on the communicator (B1), and the two intra-node phases that sme and hier
+ * share (B4): the root puts the message into its node's shared window; the inter-node phase
+ * (bcast_sme.c, bcast_hier.c) fills the window of every other node; every process copies it
+ * out.  Non-contiguous types are packed into the window and unpacked from it (B3).
+ *
+ * Synchronisation of one call, half h of the window:
+ *   root: write h  | node barrier | leaders: inter-node phase into h | node barrier | copy out
+ * Call k + 1 uses the other half; call k + 2 writes h again only after both barriers of call
+ * k + 1, which every process of the node reaches after its copy of call k: no overwrite, and
+ * no barrier at the end of a call.
+ */
+#include "bcast_int.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Inter-node phases, by mln_bcast_algo_t. */
+static const struct {
+    mln_bcast_algo_t algo;
+    mln_bcast_inter_fn inter;
+} algorithms[] = {
+    {MLN_BCAST_SME, mln_bcast_sme_inter},
+    {MLN_BCAST_HIER, mln_bcast_hier_inter},
+};
+
+static const char *const algo_names[] = {"auto", "sme", "hier", "mpi"};
+
+static int keyval = MPI_KEYVAL_INVALID;
+static mln_bcast_algo_t last_algo = MLN_BCAST_MPI;
+static int last_leaders = 0;
+
+const char *mln_bcast_algo_name(mln_bcast_algo_t algo)
+{
+    return (int)algo >= 0 && (size_t)algo < sizeof(algo_names) / sizeof(algo_names[0])
+               ? algo_names[algo]
+               : NULL;
+}
+
+mln_bcast_algo_t mln_bcast_last_algo(int *leaders)
+{
+    if (leaders)
+        *leaders = last_leaders;
+    return last_algo;
+}
+
+mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm)
+{
+    mln_status_t st = MLN_OK;
+    const uint64_t piece = 1u << 30;
+
+    for (uint64_t off = 0; off < bytes || (bytes == 0 && off == 0); off += piece) {
+        int n = (int)(bytes - off < piece ? bytes - off : piece);
+        MLN_MPI_CHECK(MPI_Bcast(data + off, n, MPI_BYTE, root, comm), st, out);
+        if (bytes == 0)
+            break;
+    }
+out:
+    return st;
+}
+
+/* ---- the set-up, cached on the communicator ------------------------------------------------ */
+
+static void window_free(mln_bcast_setup_t *b)
+{
+    if (b->win == MPI_WIN_NULL)
+        return;
+    MPI_Win_unlock_all(b->win);
+    MPI_Win_free(&b->win);
+    b->base = NULL;
+    b->half = 0;
+}
+
+static void setup_free(mln_bcast_setup_t *b)
+{
+    if (b == NULL)
+        return;
+    window_free(b);
+    for (int j = 0; b->ep != NULL && j < b->leaders; j++)
+        if (b->ep[j] != MPI_COMM_NULL)
+            MPI_Comm_free(&b->ep[j]);
+    if (b->node != MPI_COMM_NULL)
+        MPI_Comm_free(&b->node);
+    free(b->ep);
+    free(b->node_of);
+    free(b);
+}
+
+static int setup_delete(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm;
+    (void)key;
+    (void)extra;
+    setup_free(value);
+    return MPI_SUCCESS;
+}
+
+/* Node ids: nodes ordered by their lowest rank in comm. */
+static mln_status_t number_nodes(mln_bcast_setup_t *b, MPI_Comm comm)
+{
+    mln_status_t st = MLN_OK;
+    int first = b->rank, *firsts = malloc((size_t)b->size * sizeof(int));
+
+    if (firsts == NULL)
+        return MLN_ERR_NOMEM;
+    MLN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, b->node), st, out);
+    MLN_MPI_CHECK(MPI_Allgather(&first, 1, MPI_INT, firsts, 1, MPI_INT, comm), st, out);
+    b->nnodes = 0;
+    for (int r = 0; r < b->size; r++) { /* firsts[r] == r exactly for each node's first rank */
+        b->nnodes += firsts[r] == r;
+        b->node_of[r] = -1;
+    }
+    for (int r = 0, id = 0; r < b->size; r++)
+        if (firsts[r] == r)
+            b->node_of[r] = id++;
+    for (int r = 0; r < b->size; r++)
+        b->node_of[r] = b->node_of[firsts[r]];
+out:
+    free(firsts);
+    return st;
+}
+
+static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_setup_t **out)
+{
+    mln_status_t st = MLN_OK;
+    mln_bcast_setup_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL)
+        return MLN_ERR_NOMEM;
+    b->node = MPI_COMM_NULL;
+    b->win = MPI_WIN_NULL;
+    MPI_Comm_rank(comm, &b->rank);
+    MPI_Comm_size(comm, &b->size);
+    MLN_MPI_CHECK(
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &b->node), st,
+        err);
+    if (cfg->node_size > 0) { /* emulated nodes: blocks of node_size ranks of a real node */
+        MPI_Comm real = b->node;
+        MPI_Comm_rank(real, &b->lrank);
+        b->node = MPI_COMM_NULL;
+        st = MPI_Comm_split(real, (int)(b->lrank / cfg->node_size), b->rank, &b->node) ==
+                     MPI_SUCCESS
+                 ? MLN_OK
+                 : MLN_ERR_MPI;
+        MPI_Comm_free(&real);
+        if (st != MLN_OK) {
+            MLN_ERROR("mln_bcast: cannot split the node into blocks of MLN_NODE_SIZE ranks");
+            goto err;
+        }
+    }
+    MPI_Comm_rank(b->node, &b->lrank);
+    MPI_Comm_size(b->node, &b->lsize);
+    b->node_of = malloc((size_t)b->size * sizeof(int));
+    if (b->node_of == NULL) {
+        st = MLN_ERR_NOMEM;
+        goto err;
+    }
+    MLN_CHECK(number_nodes(b, comm), st, err);
+    MLN_MPI_CHECK(MPI_Allreduce(&b->lsize, &b->min_ppn, 1, MPI_INT, MPI_MIN, comm), st, err);
+    b->leaders = cfg->bcast_leaders < b->min_ppn ? (int)cfg->bcast_leaders : b->min_ppn;
+    b->ep = malloc((size_t)b->leaders * sizeof(MPI_Comm));
+    if (b->ep == NULL) {
+        st = MLN_ERR_NOMEM;
+        goto err;
+    }
+    for (int j = 0; j < b->leaders; j++)
+        b->ep[j] = MPI_COMM_NULL;
+    for (int j = 0; j < b->leaders; j++)
+        MLN_MPI_CHECK(MPI_Comm_split(comm, b->lrank == j ? 0 : MPI_UNDEFINED,
+                                     b->node_of[b->rank], &b->ep[j]),
+                      st, err);
+    MLN_DEBUG("mln_bcast set-up: %d ranks, %d nodes, %d to %d per node, %d leaders per node",
+              b->size, b->nnodes, b->min_ppn, b->lsize, b->leaders);
+    *out = b;
+    return MLN_OK;
+err:
+    setup_free(b);
+    return st;
+}
+
+/* The set-up of comm: from its attribute, else made now (collective) and cached. */
+static mln_status_t setup_get(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_setup_t **out)
+{
+    mln_status_t st = MLN_OK;
+    int flag = 0;
+
+    if (keyval == MPI_KEYVAL_INVALID)
+        MLN_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, setup_delete, &keyval, NULL),
+                      st, out);
+    MLN_MPI_CHECK(MPI_Comm_get_attr(comm, keyval, out, &flag), st, out);
+    if (flag)
+        return MLN_OK;
+    MLN_CHECK(setup_new(comm, cfg, out), st, out);
+    if (MPI_Comm_set_attr(comm, keyval, *out) != MPI_SUCCESS) {
+        setup_free(*out);
+        MLN_ERROR("mln_bcast: cannot cache the set-up on the communicator");
+        st = MLN_ERR_MPI;
+    }
+out:
+    return st;
+}
+
+/* Both halves of the window hold at least `bytes` (collective over the node). */
+static mln_status_t window_reserve(mln_bcast_setup_t *b, uint64_t bytes)
+{
+    mln_status_t st = MLN_OK;
+    MPI_Aint size = 0;
+    int disp = 0;
+    uint64_t half = bytes < 4096 ? 4096 : (bytes + 4095) / 4096 * 4096;
+
+    if (b->win != MPI_WIN_NULL && b->half >= bytes)
+        return MLN_OK;
+    if (b->win != MPI_WIN_NULL) /* nobody reads the old one any more */
+        MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
+    window_free(b);
+    MLN_MPI_CHECK(MPI_Win_allocate_shared(b->lrank == 0 ? (MPI_Aint)(2 * half) : 0, 1,
+                                          MPI_INFO_NULL, b->node, &b->base, &b->win),
+                  st, out);
+    /* Local rank 0 holds the memory; its address here (SimGrid SMPI returns the segment's base
+     * for every rank, which is rank 0's: the same answer). */
+    MLN_MPI_CHECK(MPI_Win_shared_query(b->win, 0, &size, &disp, &b->base), st, out);
+    MLN_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win), st, out);
+    b->half = half;
+    b->parity = 0;
+out:
+    return st;
+}
+
+/* ---- the call ------------------------------------------------------------------------------ */
+
+/* 1 when count elements of dt are count * size contiguous bytes at buf. */
+static int contiguous(MPI_Datatype dt, int64_t count, int size)
+{
+    MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
+
+    MPI_Type_get_extent(dt, &lb, &extent);
+    MPI_Type_get_true_extent(dt, &tlb, &textent);
+    return lb == 0 && tlb == 0 && extent == size && textent == size && count >= 0;
+}
+
+static mln_status_t mpi_bcast(void *buf, int64_t count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    mln_status_t st = MLN_OK;
+    MPI_Aint lb = 0, extent = 0;
+
+    MPI_Type_get_extent(dt, &lb, &extent);
+    for (int64_t done = 0; done < count || count == 0; done += INT_MAX) {
+        int n = (int)(count - done < INT_MAX ? count - done : INT_MAX);
+        MLN_MPI_CHECK(MPI_Bcast((char *)buf + done * extent, n, dt, root, comm), st, out);
+        if (count == 0)
+            break;
+    }
+    last_algo = MLN_BCAST_MPI;
+    last_leaders = 0;
+out:
+    return st;
+}
+
+/* The root's data into the window (packed when not contiguous), or the window into buf. */
+static mln_status_t stage(void *buf, int64_t count, MPI_Datatype dt, int packed, char *win,
+                          uint64_t bytes, MPI_Comm comm, int into_window)
+{
+    mln_status_t st = MLN_OK;
+    int pos = 0;
+
+    if (!packed) {
+        if (into_window)
+            memcpy(win, buf, (size_t)bytes);
+        else
+            memcpy(buf, win, (size_t)bytes);
+        return MLN_OK;
+    }
+    if (into_window)
+        MLN_MPI_CHECK(MPI_Pack(buf, (int)count, dt, win, (int)bytes, &pos, comm), st, out);
+    else
+        MLN_MPI_CHECK(MPI_Unpack(win, (int)bytes, &pos, buf, (int)count, dt, comm), st, out);
+out:
+    return st;
+}
+
+static mln_status_t two_level(mln_bcast_setup_t *b, mln_bcast_inter_fn inter, void *buf,
+                              int64_t count, MPI_Datatype dt, uint64_t bytes, uint64_t esize,
+                              int packed, int root, MPI_Comm comm)
+{
+    mln_status_t st = MLN_OK;
+    char *win;
+
+    MLN_CHECK(window_reserve(b, bytes), st, out);
+    win = b->base + (uint64_t)b->parity * b->half;
+    b->parity ^= 1;
+    if (b->rank == root)
+        MLN_CHECK(stage(buf, count, dt, packed, win, bytes, comm, 1), st, out);
+    MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
+    MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
+    MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
+    MLN_CHECK(inter(b, win, bytes, esize, b->node_of[root]), st, out);
+    MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
+    MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
+    MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
+    if (b->rank != root)
+        MLN_CHECK(stage(buf, count, dt, packed, win, bytes, comm, 0), st, out);
+out:
+    return st;
+}
+
+static mln_status_t check_args(const void *buf, int64_t count, MPI_Datatype dt, int root,
+                               MPI_Comm comm, int *size)
+{
+    int inter = 0, csize = 0;
+
+    if (comm == MPI_COMM_NULL || dt == MPI_DATATYPE_NULL) {
+        MLN_ERROR("mln_bcast: %s is null", comm == MPI_COMM_NULL ? "the communicator" : "the type");
+        return MLN_ERR_ARG;
+    }
+    MPI_Comm_test_inter(comm, &inter);
+    if (inter) {
+        MLN_ERROR("mln_bcast: intercommunicators are not supported");
+        return MLN_ERR_UNSUPPORTED;
+    }
+    MPI_Comm_size(comm, &csize);
+    MPI_Type_size(dt, size);
+    if (count < 0 || root < 0 || root >= csize || (buf == NULL && count > 0 && *size > 0)) {
+        MLN_ERROR("mln_bcast: invalid argument (count %lld, root %d of %d, buffer %p)",
+                  (long long)count, root, csize, buf);
+        return MLN_ERR_ARG;
+    }
+    return MLN_OK;
+}
+
+mln_status_t mln_bcast(void *buf, int64_t count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    mln_status_t st = MLN_OK;
+    mln_context_t *ctx = mln_context();
+    mln_bcast_setup_t *b = NULL;
+    mln_bcast_algo_t algo;
+    mln_bcast_inter_fn inter = NULL;
+    int esize = 0, packed;
+    uint64_t bytes;
+
+    if (ctx == NULL) {
+        MLN_ERROR("mln_bcast before mln_init");
+        return MLN_ERR_NOT_INIT;
+    }
+    MLN_CHECK(check_args(buf, count, datatype, root, comm, &esize), st, out);
+    bytes = (uint64_t)count * (uint64_t)esize;
+    algo = ctx->cfg.bcast_algo == MLN_BCAST_AUTO ? MLN_BCAST_SME
+                                                 : (mln_bcast_algo_t)ctx->cfg.bcast_algo;
+    if (algo == MLN_BCAST_MPI)
+        return mpi_bcast(buf, count, datatype, root, comm);
+    if (bytes < ctx->cfg.bcast_threshold || esize == 0) {
+        MLN_DEBUG("mln_bcast: %llu bytes, under MLN_BCAST_THRESHOLD (%llu): MPI_Bcast",
+                  (unsigned long long)bytes, (unsigned long long)ctx->cfg.bcast_threshold);
+        return mpi_bcast(buf, count, datatype, root, comm);
+    }
+    packed = !contiguous(datatype, count, esize);
+    if (packed) {
+        int psize = 0;
+        if (count > INT_MAX || MPI_Pack_size((int)count, datatype, comm, &psize) != MPI_SUCCESS ||
+            (uint64_t)psize < bytes) {
+            MLN_ERROR("mln_bcast: a non-contiguous type is packed, and %llu bytes are over what "
+                      "MPI_Pack can handle",
+                      (unsigned long long)bytes);
+            return MLN_ERR_UNSUPPORTED;
+        }
+    }
+    MLN_CHECK(setup_get(comm, &ctx->cfg, &b), st, out);
+    if (b->nnodes == 1) {
+        MLN_DEBUG("mln_bcast: one node: MPI_Bcast");
+        return mpi_bcast(buf, count, datatype, root, comm);
+    }
+    if (algo == MLN_BCAST_SME && b->leaders == 1) {
+        MLN_DEBUG("mln_bcast: 1 leader per node (MLN_BCAST_LEADERS %lld, fewest ranks on a node "
+                  "%d): hier",
+                  (long long)ctx->cfg.bcast_leaders, b->min_ppn);
+        algo = MLN_BCAST_HIER;
+    }
+    for (size_t i = 0; i < sizeof(algorithms) / sizeof(algorithms[0]); i++)
+        if (algorithms[i].algo == algo)
+            inter = algorithms[i].inter;
+    MLN_CHECK(two_level(b, inter, buf, count, datatype, bytes, (uint64_t)esize, packed, root,
+                        comm),
+              st, out);
+    last_algo = algo;
+    last_leaders = algo == MLN_BCAST_SME ? b->leaders : 1;
+out:
+    return st;
+}
+
+void mln_bcast_fini(void)
+{
+    void *cached = NULL;
+    int flag = 0;
+
+    if (keyval == MPI_KEYVAL_INVALID)
+        return;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, keyval, &cached, &flag);
+    if (flag) /* freed here, while MPI still runs; other communicators free theirs */
+        MPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
+    MPI_Comm_free_keyval(&keyval);
+}
