@@ -133,17 +133,16 @@ static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
     b->win = MPI_WIN_NULL;
     MPI_Comm_rank(comm, &b->rank);
     MPI_Comm_size(comm, &b->size);
-    MLN_MPI_CHECK(
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &b->node), st,
-        err);
+    MLN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &b->node),
+                  st, err);
     if (cfg->node_size > 0) { /* emulated nodes: blocks of node_size ranks of a real node */
         MPI_Comm real = b->node;
         MPI_Comm_rank(real, &b->lrank);
         b->node = MPI_COMM_NULL;
-        st = MPI_Comm_split(real, (int)(b->lrank / cfg->node_size), b->rank, &b->node) ==
-                     MPI_SUCCESS
-                 ? MLN_OK
-                 : MLN_ERR_MPI;
+        st =
+            MPI_Comm_split(real, (int)(b->lrank / cfg->node_size), b->rank, &b->node) == MPI_SUCCESS
+                ? MLN_OK
+                : MLN_ERR_MPI;
         MPI_Comm_free(&real);
         if (st != MLN_OK) {
             MLN_ERROR("mln_bcast: cannot split the node into blocks of MLN_NODE_SIZE ranks");
@@ -168,9 +167,9 @@ static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
     for (int j = 0; j < b->leaders; j++)
         b->ep[j] = MPI_COMM_NULL;
     for (int j = 0; j < b->leaders; j++)
-        MLN_MPI_CHECK(MPI_Comm_split(comm, b->lrank == j ? 0 : MPI_UNDEFINED,
-                                     b->node_of[b->rank], &b->ep[j]),
-                      st, err);
+        MLN_MPI_CHECK(
+            MPI_Comm_split(comm, b->lrank == j ? 0 : MPI_UNDEFINED, b->node_of[b->rank], &b->ep[j]),
+            st, err);
     MLN_DEBUG("mln_bcast set-up: %d ranks, %d nodes, %d to %d per node, %d leaders per node",
               b->size, b->nnodes, b->min_ppn, b->lsize, b->leaders);
     *out = b;
@@ -379,8 +378,7 @@ mln_status_t mln_bcast(void *buf, int64_t count, MPI_Datatype datatype, int root
     for (size_t i = 0; i < sizeof(algorithms) / sizeof(algorithms[0]); i++)
         if (algorithms[i].algo == algo)
             inter = algorithms[i].inter;
-    MLN_CHECK(two_level(b, inter, buf, count, datatype, bytes, (uint64_t)esize, packed, root,
-                        comm),
+    MLN_CHECK(two_level(b, inter, buf, count, datatype, bytes, (uint64_t)esize, packed, root, comm),
               st, out);
     last_algo = algo;
     last_leaders = algo == MLN_BCAST_SME ? b->leaders : 1;
