@@ -60,17 +60,6 @@ typedef struct shape {
     int nodes, min_node; /* number of nodes, fewest ranks on one */
 } shape_t;
 
-/* The watchdog's message: the one global, because a signal handler cannot take a pointer. */
-static char watchdog_msg[WHY_LEN];
-
-static void watchdog_fire(int sig)
-{
-    (void)sig;
-    ssize_t n = write(STDOUT_FILENO, watchdog_msg, strlen(watchdog_msg));
-    (void)n;
-    _exit(3);
-}
-
 /* ---- what to expect --------------------------------------------------------------------- */
 
 /* Collective over comm: blocks of --node-size ranks, or MPI's shared-memory groups. */
@@ -399,18 +388,9 @@ static const subtest_t subtests[] = {
     {"roots", t_roots}, {"large", t_large},  {"types", t_types}, {"sequence", t_sequence},
     {"comms", t_comms}, {"args", t_refused}, {NULL, NULL}};
 
-/* 1 when sub-test `name` is in the comma-separated list (or the list says "all"). */
-static int selected(const char *list, const char *name)
+static const char *subtest_name(int i)
 {
-    const size_t len = strlen(name);
-
-    for (const char *p = list; *p;) {
-        const size_t n = strcspn(p, ",");
-        if ((n == len && strncmp(p, name, n) == 0) || (n == 3 && !strncmp(p, "all", 3)))
-            return 1;
-        p += n + (p[n] == ',');
-    }
-    return 0;
+    return subtests[i].name;
 }
 
 static int usage(const char *why, int verbose)
@@ -464,25 +444,13 @@ static int parse_options(int argc, char **argv, int verbose, bopts_t *o)
             num = &o->watchdog;
         else
             return usage("unknown option", verbose);
-        if (num != NULL) {
-            char *end;
-            long v = strtol(val, &end, 10);
-            if (*end || end == val || v < 0 || v > 100000)
-                return usage("a bad number", verbose);
-            *num = (int)v;
-        }
+        if (num != NULL && parse_count(val, num) != 0)
+            return usage("a bad number", verbose);
     }
     if (o->leaders < 1)
         return usage("--leaders must be at least 1", verbose);
-    for (const char *p = o->tests; *p;) { /* every listed name must exist */
-        const size_t n = strcspn(p, ",");
-        int known = n == 3 && !strncmp(p, "all", 3);
-        for (const subtest_t *s = subtests; s->name && !known; s++)
-            known = strlen(s->name) == n && !strncmp(p, s->name, n);
-        if (!known)
-            return usage("unknown sub-test", verbose);
-        p += n + (p[n] == ',');
-    }
+    if (!list_known(o->tests, subtest_name))
+        return usage("unknown sub-test", verbose);
     return 0;
 }
 
@@ -503,33 +471,10 @@ static int set_tunables(const bopts_t *o)
 /* Runs one sub-test on every rank; 1 when it passed on all. */
 static int run_subtest(bctx_t *b, const subtest_t *s)
 {
-    const unsigned limit = (unsigned)b->opt->watchdog;
-    int first = 0, bad;
-    double t0;
+    double t0 = subtest_begin(&b->t, s->name, (unsigned)b->opt->watchdog);
 
-    snprintf(watchdog_msg, sizeof(watchdog_msg),
-             "FAIL %s: rank %d: not done within %u s (hang; --watchdog)\n", s->name, b->t.rank,
-             limit);
-    b->t.ok = 1;
-    b->t.why[0] = '\0';
-    MPI_Barrier(b->t.comm);
-    t0 = MPI_Wtime();
-    alarm(limit);
     s->run(b);
-    MPI_Barrier(b->t.comm);
-    alarm(0);
-    bad = b->t.ok ? b->t.size : b->t.rank;
-    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, b->t.comm);
-    if (first < b->t.size)
-        MPI_Bcast(b->t.why, WHY_LEN, MPI_CHAR, first, b->t.comm);
-    if (b->t.rank == 0) {
-        if (first < b->t.size)
-            printf("FAIL %s: rank %d: %s\n", s->name, first, b->t.why);
-        else
-            printf("ok %s (%.2f s)\n", s->name, MPI_Wtime() - t0);
-        fflush(stdout);
-    }
-    return first == b->t.size;
+    return subtest_end(&b->t, s->name, t0);
 }
 
 int main(int argc, char **argv)
@@ -553,7 +498,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
-    signal(SIGALRM, watchdog_fire);
+    watchdog_install();
     if (mln_init() != MLN_OK) {
         printf("FAIL init: rank %d: mln_init failed\n", world_rank);
         fflush(stdout);
@@ -576,7 +521,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (int i = 0; subtests[i].name; i++) {
-        if (selected(opt.tests, subtests[i].name)) {
+        if (list_has(opt.tests, subtests[i].name, 1)) {
             if (run_subtest(&b, &subtests[i]))
                 passed++;
             else
@@ -585,15 +530,6 @@ int main(int argc, char **argv)
     }
     if (b.t.rank == 0)
         printf("mpi_bcast: %d ok, %d failed\n", passed, failed);
-    snprintf(watchdog_msg, sizeof(watchdog_msg),
-             "FAIL finalize: rank %d: mln_finalize + MPI_Finalize not done within 60 s (hang)\n",
-             b.t.rank);
-    alarm(60);
-    if (mln_finalize() != MLN_OK) {
-        fprintf(stderr, "mpi_bcast: rank %d: mln_finalize failed\n", b.t.rank);
-        failed++;
-    }
-    MPI_Finalize();
-    alarm(0);
+    failed += finalize_checked(&b.t);
     return failed ? 1 : 0;
 }

@@ -33,17 +33,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The watchdog's message: the one global, because a signal handler cannot take a pointer. */
-static char watchdog_msg[WHY_LEN];
-
-static void watchdog_fire(int sig)
-{
-    (void)sig;
-    ssize_t n = write(STDOUT_FILENO, watchdog_msg, strlen(watchdog_msg));
-    (void)n;
-    _exit(3);
-}
-
 /* ---- sub-tests -------------------------------------------------------------------------- */
 
 /* Sizes around every edge: empty, the 64-byte header size, the threshold, odd, 4 MiB. */
@@ -633,20 +622,15 @@ static const subtest_t subtests[] = {{"fault", t_fault, 0, 1},
                                      {"big", t_big, 0, 4},
                                      {NULL, NULL, 0, 0}};
 
-/* 1 when sub-test `name` is in the comma-separated list (or in "all"). */
+/* 1 when sub-test s is in the comma-separated list (or in "all"). */
 static int selected(const char *list, const subtest_t *s)
 {
-    const size_t len = strlen(s->name);
+    return list_has(list, s->name, s->in_all);
+}
 
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if ((n == len && strncmp(p, s->name, n) == 0) ||
-            (n == 3 && !strncmp(p, "all", 3) && s->in_all))
-            return 1;
-        p += n + (end != NULL);
-    }
-    return 0;
+static const char *subtest_name(int i)
+{
+    return subtests[i].name;
 }
 
 static int usage(const char *why, int verbose)
@@ -704,26 +688,14 @@ static int parse_options(int argc, char **argv, int verbose, options_t *o)
             num = &o->watchdog;
         else
             return usage("unknown option", verbose);
-        if (num != NULL) {
-            char *end;
-            long v = strtol(val, &end, 10);
-            if (*end || v < 0 || v > 100000)
-                return usage("a bad number", verbose);
-            *num = (int)v;
-        }
+        if (num != NULL && parse_count(val, num) != 0)
+            return usage("a bad number", verbose);
         i++;
     }
     if (strcmp(o->backend, "tcp") && strcmp(o->backend, "mpi") && strcmp(o->backend, "helper"))
         return usage("unknown backend", verbose);
-    for (const char *p = o->tests; *p;) { /* every listed name must exist */
-        const size_t n = strcspn(p, ",");
-        int known = n == 3 && !strncmp(p, "all", 3);
-        for (const subtest_t *s = subtests; s->name && !known; s++)
-            known = strlen(s->name) == n && !strncmp(p, s->name, n);
-        if (!known)
-            return usage("unknown sub-test", verbose);
-        p += n + (p[n] == ',');
-    }
+    if (!list_known(o->tests, subtest_name))
+        return usage("unknown sub-test", verbose);
     if (selected(o->tests, &subtests[0]) && strcmp(o->backend, "tcp"))
         return usage("the fault sub-test needs --backend tcp", verbose);
     return 0;
@@ -753,34 +725,11 @@ static int set_tunables(const options_t *o, int world_rank)
 /* Runs one sub-test on every application rank; 1 when it passed on all. */
 static int run_subtest(tctx_t *t, const subtest_t *s, int index)
 {
-    const unsigned limit = (unsigned)(t->opt->watchdog * s->watchdog_factor);
-    int first = 0, bad;
-    double t0;
+    double t0 = subtest_begin(t, s->name, (unsigned)(t->opt->watchdog * s->watchdog_factor));
 
-    snprintf(watchdog_msg, sizeof(watchdog_msg),
-             "FAIL %s: rank %d: not done within %u s (hang; --watchdog)\n", s->name, t->rank,
-             limit);
-    t->ok = 1;
-    t->why[0] = '\0';
     t->tag = 1000 * (index + 1);
-    MPI_Barrier(t->comm);
-    t0 = MPI_Wtime();
-    alarm(limit);
     s->run(t);
-    MPI_Barrier(t->comm);
-    alarm(0);
-    bad = t->ok ? t->size : t->rank;
-    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, t->comm);
-    if (first < t->size)
-        MPI_Bcast(t->why, WHY_LEN, MPI_CHAR, first, t->comm);
-    if (t->rank == 0) {
-        if (first < t->size)
-            printf("FAIL %s: rank %d: %s\n", s->name, first, t->why);
-        else
-            printf("ok %s (%.2f s)\n", s->name, MPI_Wtime() - t0);
-        fflush(stdout);
-    }
-    return first == t->size;
+    return subtest_end(t, s->name, t0);
 }
 
 int main(int argc, char **argv)
@@ -813,7 +762,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
-    signal(SIGALRM, watchdog_fire);
+    watchdog_install();
     if (mln_init() != MLN_OK) { /* helper ranks do not come back from here */
         printf("FAIL init: rank %d: mln_init failed\n", world_rank);
         fflush(stdout);
@@ -847,15 +796,6 @@ int main(int argc, char **argv)
         if (t.rank == 0)
             printf("mpi_stripe: %d ok, %d failed\n", passed, failed);
     }
-    snprintf(watchdog_msg, sizeof(watchdog_msg),
-             "FAIL finalize: rank %d: mln_finalize + MPI_Finalize not done within 60 s (hang)\n",
-             t.rank);
-    alarm(60);
-    if (mln_finalize() != MLN_OK) {
-        fprintf(stderr, "mpi_stripe: rank %d: mln_finalize failed\n", t.rank);
-        failed++;
-    }
-    MPI_Finalize();
-    alarm(0);
+    failed += finalize_checked(&t);
     return failed ? 1 : 0;
 }

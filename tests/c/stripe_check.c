@@ -1,12 +1,15 @@
 /*
- * stripe_check.c - the data pattern and the checks shared by the striped point-to-point tests.
+ * stripe_check.c - the data pattern and the checks shared by the striped point-to-point tests,
+ * and the sub-test driver that they and the broadcast test share.
  */
 #include "stripe_check.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void fail(tctx_t *t, const char *fmt, ...)
 {
@@ -155,4 +158,112 @@ void both_directions(tctx_t *t, void (*body)(tctx_t *, int sender))
             body(t, (t->rank % 2) == dir);
         MPI_Barrier(t->comm);
     }
+}
+
+/* ---- the sub-test driver ------------------------------------------------------------------ */
+
+/* The watchdog's message: the one global, because a signal handler cannot take a pointer. */
+static char watchdog_msg[WHY_LEN];
+
+static void watchdog_fire(int sig)
+{
+    (void)sig;
+    ssize_t n = write(STDOUT_FILENO, watchdog_msg, strlen(watchdog_msg));
+    (void)n;
+    _exit(3);
+}
+
+void watchdog_install(void)
+{
+    signal(SIGALRM, watchdog_fire);
+}
+
+int list_has(const char *list, const char *name, int in_all)
+{
+    const size_t len = strlen(name);
+
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        if ((n == len && strncmp(p, name, n) == 0) || (n == 3 && !strncmp(p, "all", 3) && in_all))
+            return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+int list_known(const char *list, const char *(*name_of)(int index))
+{
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        int known = n == 3 && !strncmp(p, "all", 3);
+        for (int i = 0; name_of(i) != NULL && !known; i++)
+            known = strlen(name_of(i)) == n && !strncmp(p, name_of(i), n);
+        if (!known)
+            return 0;
+        p += n + (p[n] == ',');
+    }
+    return 1;
+}
+
+int parse_count(const char *text, int *out)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+
+    if (*end || end == text || v < 0 || v > 100000)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+double subtest_begin(tctx_t *t, const char *name, unsigned limit)
+{
+    double t0;
+
+    snprintf(watchdog_msg, sizeof(watchdog_msg),
+             "FAIL %s: rank %d: not done within %u s (hang; --watchdog)\n", name, t->rank, limit);
+    t->ok = 1;
+    t->why[0] = '\0';
+    MPI_Barrier(t->comm);
+    t0 = MPI_Wtime();
+    alarm(limit);
+    return t0;
+}
+
+int subtest_end(tctx_t *t, const char *name, double t0)
+{
+    int first = 0, bad;
+
+    MPI_Barrier(t->comm);
+    alarm(0);
+    bad = t->ok ? t->size : t->rank;
+    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, t->comm);
+    if (first < t->size)
+        MPI_Bcast(t->why, WHY_LEN, MPI_CHAR, first, t->comm);
+    if (t->rank == 0) {
+        if (first < t->size)
+            printf("FAIL %s: rank %d: %s\n", name, first, t->why);
+        else
+            printf("ok %s (%.2f s)\n", name, MPI_Wtime() - t0);
+        fflush(stdout);
+    }
+    return first == t->size;
+}
+
+int finalize_checked(tctx_t *t)
+{
+    int failed = 0;
+
+    snprintf(watchdog_msg, sizeof(watchdog_msg),
+             "FAIL finalize: rank %d: mln_finalize + MPI_Finalize not done within 60 s (hang)\n",
+             t->rank);
+    alarm(60);
+    if (mln_finalize() != MLN_OK) {
+        fprintf(stderr, "%s: rank %d: mln_finalize failed\n", t->prog ? t->prog : "mpi_stripe",
+                t->rank);
+        failed = 1;
+    }
+    MPI_Finalize();
+    alarm(0);
+    return failed;
 }

@@ -55,6 +55,25 @@ void send_all(tctx_t *t, int dest, int count, const int64_t *sizes, const int *t
 /* Runs body with rank 0 of each pair sending, then with rank 1 sending. */
 void both_directions(tctx_t *t, void (*body)(tctx_t *, int sender));
 
+/* ---- the sub-test driver (mpi_stripe.c, mpi_bcast.c) --------------------------------------- */
+
+/* SIGALRM ends the job with the armed "FAIL ... (hang)" line instead of letting it hang. */
+void watchdog_install(void);
+/* 1 when `name` is in the comma-separated list, or the list says "all" and in_all is set. */
+int list_has(const char *list, const char *name, int in_all);
+/* 1 when every name in the list is "all" or name_of(i) for some i (NULL past the last). */
+int list_known(const char *list, const char *(*name_of)(int index));
+/* An option's number: decimal, 0 .. 100000; 0 on success, -1 otherwise. */
+int parse_count(const char *text, int *out);
+/* Starts sub-test `name` on every rank of t->comm: a fresh verdict, a barrier, the watchdog
+ * armed for `limit` seconds.  Returns the start time for subtest_end. */
+double subtest_begin(tctx_t *t, const char *name, unsigned limit);
+/* Ends it: 1 when it passed on every rank; rank 0 prints "ok NAME (T s)" or
+ * "FAIL NAME: rank R: why" (the first failing rank's reason). */
+int subtest_end(tctx_t *t, const char *name, double t0);
+/* mln_finalize and MPI_Finalize under a 60 s watchdog; returns 1 when mln_finalize failed. */
+int finalize_checked(tctx_t *t);
+
 /* The edge sub-tests (mpi_stripe_edges.c). */
 void t_args(tctx_t *t);
 void t_big(tctx_t *t);
