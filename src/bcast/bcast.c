@@ -50,13 +50,13 @@ mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm
 {
     mln_status_t st = MLN_OK;
     const uint64_t piece = 1u << 30;
+    uint64_t off = 0;
 
-    for (uint64_t off = 0; off < bytes || (bytes == 0 && off == 0); off += piece) {
+    do { /* once for 0 bytes too: every rank takes part */
         int n = (int)(bytes - off < piece ? bytes - off : piece);
         MLN_MPI_CHECK(MPI_Bcast(data + off, n, MPI_BYTE, root, comm), st, out);
-        if (bytes == 0)
-            break;
-    }
+        off += (uint64_t)n;
+    } while (off < bytes);
 out:
     return st;
 }
@@ -137,17 +137,12 @@ static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
                   st, err);
     if (cfg->node_size > 0) { /* emulated nodes: blocks of node_size ranks of a real node */
         MPI_Comm real = b->node;
+        int rc;
         MPI_Comm_rank(real, &b->lrank);
         b->node = MPI_COMM_NULL;
-        st =
-            MPI_Comm_split(real, (int)(b->lrank / cfg->node_size), b->rank, &b->node) == MPI_SUCCESS
-                ? MLN_OK
-                : MLN_ERR_MPI;
+        rc = MPI_Comm_split(real, (int)(b->lrank / cfg->node_size), b->rank, &b->node);
         MPI_Comm_free(&real);
-        if (st != MLN_OK) {
-            MLN_ERROR("mln_bcast: cannot split the node into blocks of MLN_NODE_SIZE ranks");
-            goto err;
-        }
+        MLN_MPI_CHECK(rc, st, err);
     }
     MPI_Comm_rank(b->node, &b->lrank);
     MPI_Comm_size(b->node, &b->lsize);
@@ -243,14 +238,14 @@ static mln_status_t mpi_bcast(void *buf, int64_t count, MPI_Datatype dt, int roo
 {
     mln_status_t st = MLN_OK;
     MPI_Aint lb = 0, extent = 0;
+    int64_t done = 0;
 
     MPI_Type_get_extent(dt, &lb, &extent);
-    for (int64_t done = 0; done < count || count == 0; done += INT_MAX) {
+    do { /* in pieces that fit an int count; once for 0 too */
         int n = (int)(count - done < INT_MAX ? count - done : INT_MAX);
         MLN_MPI_CHECK(MPI_Bcast((char *)buf + done * extent, n, dt, root, comm), st, out);
-        if (count == 0)
-            break;
-    }
+        done += n;
+    } while (done < count);
     last_algo = MLN_BCAST_MPI;
     last_leaders = 0;
 out:
