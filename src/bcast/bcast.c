@@ -224,16 +224,6 @@ out:
 
 /* ---- the call ------------------------------------------------------------------------------ */
 
-/* 1 when count elements of dt are count * size contiguous bytes at buf. */
-static int contiguous(MPI_Datatype dt, int64_t count, int size)
-{
-    MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
-
-    MPI_Type_get_extent(dt, &lb, &extent);
-    MPI_Type_get_true_extent(dt, &tlb, &textent);
-    return lb == 0 && tlb == 0 && extent == size && textent == size && count >= 0;
-}
-
 static mln_status_t mpi_bcast(void *buf, int64_t count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     mln_status_t st = MLN_OK;
@@ -331,6 +321,7 @@ mln_status_t mln_bcast(void *buf, int64_t count, MPI_Datatype datatype, int root
     mln_bcast_algo_t algo;
     mln_bcast_inter_fn inter = NULL;
     int esize = 0, packed;
+    MPI_Count offset = 0;
     uint64_t bytes;
 
     if (ctx == NULL) {
@@ -348,7 +339,7 @@ mln_status_t mln_bcast(void *buf, int64_t count, MPI_Datatype datatype, int root
                   (unsigned long long)bytes, (unsigned long long)ctx->cfg.bcast_threshold);
         return mpi_bcast(buf, count, datatype, root, comm);
     }
-    packed = !contiguous(datatype, count, esize);
+    packed = !mln_type_contiguous(datatype, count, &offset);
     if (packed) {
         int psize = 0;
         if (count > INT_MAX || MPI_Pack_size((int)count, datatype, comm, &psize) != MPI_SUCCESS ||
@@ -373,7 +364,9 @@ mln_status_t mln_bcast(void *buf, int64_t count, MPI_Datatype datatype, int root
     for (size_t i = 0; i < sizeof(algorithms) / sizeof(algorithms[0]); i++)
         if (algorithms[i].algo == algo)
             inter = algorithms[i].inter;
-    MLN_CHECK(two_level(b, inter, buf, count, datatype, bytes, (uint64_t)esize, packed, root, comm),
+    /* contiguous: the bytes start at the type's true lower bound */
+    MLN_CHECK(two_level(b, inter, packed ? buf : (char *)buf + offset, count, datatype, bytes,
+                        (uint64_t)esize, packed, root, comm),
               st, out);
     last_algo = algo;
     last_leaders = algo == MLN_BCAST_SME ? b->leaders : 1;

@@ -24,6 +24,22 @@ typedef struct mln_context {
 /* The context of the running library, or NULL before mln_init / after mln_finalize. */
 mln_context_t *mln_context(void);
 
+/* ---- datatypes -------------------------------------------------------------------------- */
+
+/* 1 when `count` elements of `dt` are count * size contiguous bytes, which then start
+ * *offset bytes from the buffer (the type's true lower bound); 0 when they must be packed. */
+static inline int mln_type_contiguous(MPI_Datatype dt, int64_t count, MPI_Count *offset)
+{
+    MPI_Count size = 0, lb = 0, extent = 0, tlb = 0, textent = 0;
+
+    if (MPI_Type_size_x(dt, &size) != MPI_SUCCESS ||
+        MPI_Type_get_extent_x(dt, &lb, &extent) != MPI_SUCCESS ||
+        MPI_Type_get_true_extent_x(dt, &tlb, &textent) != MPI_SUCCESS)
+        return 0;
+    *offset = tlb;
+    return count == 0 || size == 0 || (size == textent && (count == 1 || extent == size));
+}
+
 /* ---- logging ---------------------------------------------------------------------------- */
 
 /* Threshold used before mln_init (and by tools that never call it): MLN_LOG, else "warn". */

@@ -149,20 +149,18 @@ uint64_t mln_stripe_chunk_len(const mln_req_t *r, uint64_t index)
 static mln_status_t req_buffer(mln_req_t *r, const void *buf, int is_send)
 {
     mln_status_t st = MLN_OK;
-    MPI_Count size, lb, extent, tlb, textent;
+    MPI_Count size, offset = 0;
     int isize = 0, pos = 0;
 
     MLN_MPI_CHECK(MPI_Type_size_x(r->dtype, &size), st, out);
-    MLN_MPI_CHECK(MPI_Type_get_extent_x(r->dtype, &lb, &extent), st, out);
-    MLN_MPI_CHECK(MPI_Type_get_true_extent_x(r->dtype, &tlb, &textent), st, out);
     if (size < 0 || (size > 0 && (uint64_t)r->count > UINT64_MAX / (uint64_t)size)) {
         MLN_ERROR("striped message: count %lld x type size %lld overflows", (long long)r->count,
                   (long long)size);
         return MLN_ERR_ARG;
     }
     r->cap = (uint64_t)r->count * (uint64_t)size;
-    if (r->cap == 0 || (size == textent && (r->count == 1 || extent == size))) {
-        r->buf = (char *)buf + tlb; /* contiguous: the bytes are in place */
+    if (mln_type_contiguous(r->dtype, r->count, &offset)) {
+        r->buf = (char *)buf + offset; /* the bytes are in place */
         return MLN_OK;
     }
     if (r->count > INT_MAX || r->cap > INT_MAX) {
