@@ -6,6 +6,7 @@
 #include "harness_int.h"
 #include "mln_core.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -66,6 +67,20 @@ mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
         va_end(ap);
     }
     return MLN_ERR_ARG;
+}
+
+mln_status_t mln_bench_setenv(mln_bench_t *b, const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0)
+        return mln_bench_fail(b, "cannot set %s=%s: %s", name, value, strerror(errno));
+    return MLN_OK;
+}
+
+const char *mln_bench_tunable(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && v[0] != '\0' ? v : def;
 }
 
 /* ---- key/value lists -------------------------------------------------------------------- */
@@ -634,8 +649,6 @@ static mln_status_t bench_sweep(mln_bench_t *b)
     for (size_t i = 0; i < b->sizes.count; i++) {
         bytes = b->sizes.sizes[i];
         b->row_iters[i] = mln_iter_count(&b->rule, bytes);
-        for (size_t c = 0; c < d->ncolumns; c++)
-            b->row_columns[i * d->ncolumns + c] = d->columns[c].value(b, bytes);
         for (size_t j = 0; j < d->ntests; j++) {
             if (!b->selected[j])
                 continue;
@@ -649,6 +662,8 @@ static mln_status_t bench_sweep(mln_bench_t *b)
                         d->name, (unsigned long long)wrong, (unsigned long long)bytes,
                         d->tests[j].name, (long long)b->reps);
         }
+        for (size_t c = 0; c < d->ncolumns; c++) /* after the tests: they may report on them */
+            b->row_columns[i * d->ncolumns + c] = d->columns[c].value(b, bytes);
         if (b->rank == 0 && !b->quiet)
             mln_bench_report_row(b, i);
     }

@@ -94,7 +94,8 @@ typedef struct mln_bench_option {
     const char *metavar; /* --help's name of the value; NULL: N, SIZE or TEXT by type */
 } mln_bench_option_t;
 
-/* An extra numeric column of every row (e.g. the effective window at this size). */
+/* An extra numeric column of every row (e.g. the effective window at this size), computed on
+ * rank 0 after the size's tests ran. */
 typedef struct mln_bench_column {
     const char *name; /* row key in the JSON, column name in the table */
     const char *unit;
@@ -152,5 +153,11 @@ mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *va
  * In an iteration (which then returns its own status) it adds context to the abort message. */
 mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* setenv for before_init (a tunable chosen by an option); a failure is a setup error. */
+mln_status_t mln_bench_setenv(mln_bench_t *b, const char *name, const char *value);
+/* A tunable as this run sees it, for the params: the environment, else `def` (the library's
+ * default). */
+const char *mln_bench_tunable(const char *name, const char *def);
 
 #endif /* MLN_HARNESS_H */

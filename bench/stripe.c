@@ -340,13 +340,6 @@ static double stream_value(const mln_bench_t *b, uint64_t bytes, double seconds)
 
 /* ---- the benchmark ---------------------------------------------------------------------- */
 
-static mln_status_t stripe_setenv(mln_bench_t *b, const char *name, const char *value)
-{
-    if (setenv(name, value, 1) != 0)
-        return mln_bench_fail(b, "cannot set %s=%s: %s", name, value, strerror(errno));
-    return MLN_OK;
-}
-
 /* --lanes and --local become MLN_STRIPE_* variables before mln_init reads them. */
 static mln_status_t stripe_before_init(mln_bench_t *b)
 {
@@ -360,23 +353,15 @@ static mln_status_t stripe_before_init(mln_bench_t *b)
                               "--lanes: invalid spec '%s' (expected stock, mpi, mpi:N or tcp:N "
                               "with N lanes from 1 to %d, or helper:K with K from 1 to %d)",
                               s->lanes, STRIPE_MAX_LANES, STRIPE_MAX_HELPERS);
-    MLN_CHECK(stripe_setenv(b, "MLN_STRIPE_BACKEND", s->xport->backend), st, out);
+    MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_BACKEND", s->xport->backend), st, out);
     if (s->count > 0) {
         snprintf(text, sizeof(text), "%lld", (long long)s->count);
-        MLN_CHECK(stripe_setenv(b, s->xport->count_env, text), st, out);
+        MLN_CHECK(mln_bench_setenv(b, s->xport->count_env, text), st, out);
     }
     if (s->local)
-        MLN_CHECK(stripe_setenv(b, "MLN_STRIPE_LOCAL", "1"), st, out);
+        MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_LOCAL", "1"), st, out);
 out:
     return st;
-}
-
-/* A tunable as this run sees it: the environment, else the library's default. */
-static const char *stripe_tunable(const char *env, const char *def)
-{
-    const char *v = getenv(env);
-
-    return v != NULL && v[0] != '\0' ? v : def;
 }
 
 static mln_status_t stripe_setup(mln_bench_t *b)
@@ -392,13 +377,13 @@ static mln_status_t stripe_setup(mln_bench_t *b)
         MLN_CHECK(mln_bench_param_int(b, "stripe_lanes", mln_stripe_lanes()), st, out);
     if (s->xport->count_env != NULL && strcmp(s->xport->count_env, "MLN_STRIPE_HELPERS") == 0)
         MLN_CHECK(mln_bench_param_int(b, "stripe_helpers", s->count), st, out);
-    MLN_CHECK(
-        mln_bench_param_str(b, "stripe_threshold", stripe_tunable("MLN_STRIPE_THRESHOLD", "256K")),
-        st, out);
-    MLN_CHECK(mln_bench_param_str(b, "stripe_chunk", stripe_tunable("MLN_STRIPE_CHUNK", "1M")), st,
-              out);
-    MLN_CHECK(mln_bench_param_str(b, "stripe_local", stripe_tunable("MLN_STRIPE_LOCAL", "0")), st,
-              out);
+    MLN_CHECK(mln_bench_param_str(b, "stripe_threshold",
+                                  mln_bench_tunable("MLN_STRIPE_THRESHOLD", "256K")),
+              st, out);
+    MLN_CHECK(mln_bench_param_str(b, "stripe_chunk", mln_bench_tunable("MLN_STRIPE_CHUNK", "1M")),
+              st, out);
+    MLN_CHECK(mln_bench_param_str(b, "stripe_local", mln_bench_tunable("MLN_STRIPE_LOCAL", "0")),
+              st, out);
     s->nreqs = s->window > 2 ? (int)s->window : 2;
     s->mpi_reqs = malloc((size_t)s->nreqs * sizeof(*s->mpi_reqs));
     s->reqs = calloc((size_t)s->nreqs, sizeof(*s->reqs));

@@ -1,0 +1,234 @@
+/*
+ * bcast.c - mln-bcast: the multi-endpoint broadcast (mln_bcast) against the MPI's own
+ * MPI_Bcast, one root to every rank of the benchmark communicator.
+ *
+ * --algo picks who broadcasts:
+ *   stock   MPI_Bcast on the benchmark communicator (the MPI's own choice of algorithm, or the
+ *           one its variables force: OMPI_MCA_coll_tuned_bcast_algorithm, coll/han,
+ *           MPIR_CVAR_BCAST_INTRA_ALGORITHM; those set are recorded as the param "mpi_env")
+ *   mpi     mln_bcast with MLN_BCAST_ALGO=mpi (MPI_Bcast behind the library's entry point)
+ *   sme     mln_bcast, MLN_BCAST_ALGO=sme: L = --leaders leaders per node at once
+ *   hier    mln_bcast, MLN_BCAST_ALGO=hier: one leader per node
+ *   auto    mln_bcast, MLN_BCAST_ALGO=auto
+ * --leaders L sets MLN_BCAST_LEADERS (0: leave it as the environment has it).
+ *
+ * Per iteration: one broadcast of `bytes` from --root (the root's send slot, filled with its
+ * pattern; every other rank's receive slot, checked against that pattern after the timed
+ * iterations).  time_us = the time of one broadcast, max over ranks (back-to-back broadcasts
+ * when an iteration count above 1 is used; from 1M up the default is one per repetition).
+ * The column "leaders" says what the last call at that size ran on the root: 0 = MPI_Bcast
+ * (stock, mpi, or a fallback), 1 = one leader per node (hier), L = sme with L leaders.
+ */
+#include "harness.h"
+#include "mln_core.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bcast_state {
+    const char *algo; /* --algo */
+    int64_t leaders;  /* --leaders: MLN_BCAST_LEADERS; 0 leaves it alone */
+    int64_t root;     /* --root */
+    int stock;        /* --algo stock: MPI_Bcast directly */
+    int last_leaders; /* what the last call ran (see the header comment) */
+} bcast_state_t;
+
+/* --algo values, and the MLN_BCAST_ALGO each sets (NULL: stock, plain MPI_Bcast). */
+static const struct {
+    const char *name;
+    const char *env;
+} bcast_algos[] = {
+    {"stock", NULL}, {"mpi", "mpi"}, {"sme", "sme"}, {"hier", "hier"}, {"auto", "auto"},
+};
+
+/* Variables that choose the MPI's own broadcast: recorded when set. */
+static const char *const mpi_env_prefixes[] = {
+    "OMPI_MCA_coll",
+    "MPIR_CVAR_BCAST",
+    "MPIR_CVAR_ENABLE_SMP",
+};
+
+static void bcast_plan(const mln_bench_t *b, uint64_t bytes, mln_bench_plan_t *out)
+{
+    const bcast_state_t *s = mln_bench_state(b);
+
+    (void)bytes;
+    if (mln_bench_rank(b) == s->root)
+        *out = (mln_bench_plan_t){.send_slots = 1};
+    else
+        *out = (mln_bench_plan_t){.recv_slots = 1, .recv_from = (int)s->root};
+}
+
+static mln_status_t bcast_iter(mln_bench_t *b, const mln_bench_op_t *op)
+{
+    bcast_state_t *s = mln_bench_state(b);
+    /* the root's slot is only read: a broadcast does not write the root's buffer */
+    char *buf = mln_bench_rank(b) == s->root ? (char *)op->send : op->recv;
+    mln_status_t st = MLN_OK;
+
+    if (s->stock) { /* sizes fit an int: bcast_setup checked the largest */
+        MLN_MPI_CHECK(MPI_Bcast(buf, (int)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b)), st,
+                      out);
+        s->last_leaders = 0;
+        goto out;
+    }
+    st = mln_bcast(buf, (int64_t)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b));
+    if (st != MLN_OK) {
+        mln_bench_fail(b, "mln_bcast of %llu bytes from root %lld (--algo %s)",
+                       (unsigned long long)op->bytes, (long long)s->root, s->algo);
+        goto out;
+    }
+    mln_bcast_last_algo(&s->last_leaders);
+out:
+    return st;
+}
+
+static double bcast_value(const mln_bench_t *b, uint64_t bytes, double seconds)
+{
+    (void)b;
+    (void)bytes;
+    return seconds * 1e6;
+}
+
+static double leaders_column(const mln_bench_t *b, uint64_t bytes)
+{
+    const bcast_state_t *s = mln_bench_state(b);
+
+    (void)bytes;
+    return s->last_leaders;
+}
+
+/* --algo and --leaders become MLN_BCAST_* variables before mln_init reads them. */
+static mln_status_t bcast_before_init(mln_bench_t *b)
+{
+    bcast_state_t *s = mln_bench_state(b);
+    const char *env = NULL;
+    size_t i, n = sizeof(bcast_algos) / sizeof(bcast_algos[0]);
+    char text[32];
+    mln_status_t st = MLN_OK;
+
+    for (i = 0; i < n && strcmp(bcast_algos[i].name, s->algo) != 0; i++)
+        ;
+    if (i == n)
+        return mln_bench_fail(b, "--algo: unknown '%s' (expected stock, mpi, sme, hier or auto)",
+                              s->algo);
+    env = bcast_algos[i].env;
+    s->stock = env == NULL;
+    MLN_CHECK(mln_bench_setenv(b, "MLN_BCAST_ALGO", env != NULL ? env : "mpi"), st, out);
+    if (s->leaders > 0) {
+        snprintf(text, sizeof(text), "%lld", (long long)s->leaders);
+        MLN_CHECK(mln_bench_setenv(b, "MLN_BCAST_LEADERS", text), st, out);
+    }
+out:
+    return st;
+}
+
+/* "NAME=VALUE NAME=VALUE" of the set variables that choose MPI's broadcast ("" if none). */
+static void mpi_env_text(char *out, size_t len)
+{
+    extern char **environ;
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (char **e = environ; *e != NULL; e++)
+        for (size_t i = 0; i < sizeof(mpi_env_prefixes) / sizeof(mpi_env_prefixes[0]); i++) {
+            if (strncmp(*e, mpi_env_prefixes[i], strlen(mpi_env_prefixes[i])) != 0)
+                continue;
+            int w = snprintf(out + used, len - used, "%s%s", used ? " " : "", *e);
+            if (w < 0 || (size_t)w >= len - used) {
+                out[used] = '\0'; /* what fits, whole */
+                return;
+            }
+            used += (size_t)w;
+            break;
+        }
+}
+
+static mln_status_t bcast_setup(mln_bench_t *b)
+{
+    bcast_state_t *s = mln_bench_state(b);
+    char text[1024];
+    mln_status_t st = MLN_OK;
+
+    if (s->root >= mln_bench_nranks(b))
+        return mln_bench_fail(b, "--root %lld: the run has %d ranks (0 .. %d)", (long long)s->root,
+                              mln_bench_nranks(b), mln_bench_nranks(b) - 1);
+    if (s->stock && mln_bench_max_bytes(b) > INT_MAX)
+        return mln_bench_fail(b, "--algo stock: sizes above %d bytes need mln_bcast (--algo mpi)",
+                              INT_MAX);
+    mpi_env_text(text, sizeof(text));
+    MLN_CHECK(mln_bench_param_str(b, "mpi_env", text), st, out);
+    if (!s->stock) { /* the tunables as the library read them */
+        const mln_config_t *cfg = &mln_context()->cfg;
+        MLN_CHECK(mln_bench_param_int(b, "bcast_leaders", cfg->bcast_leaders), st, out);
+        MLN_CHECK(mln_bench_param_int(b, "bcast_threshold", (int64_t)cfg->bcast_threshold), st,
+                  out);
+    }
+out:
+    return st;
+}
+
+static const mln_bench_test_t bcast_tests[] = {
+    {.name = "bcast",
+     .metric = {.name = "time_us",
+                .unit = "us",
+                .statistic = "median",
+                .description = "time of one broadcast from the root to every rank, max over "
+                               "ranks (iterations back to back, timed from a barrier)",
+                .higher_is_better = 0},
+     .plan = bcast_plan,
+     .iter = bcast_iter,
+     .value = bcast_value},
+};
+
+static const mln_bench_option_t bcast_options[] = {
+    {.name = "algo",
+     .type = MLN_BENCH_OPT_STRING,
+     .default_value = "sme",
+     .help = "who broadcasts: stock (MPI_Bcast, the baseline), mpi (mln_bcast forced to "
+             "MPI_Bcast), sme (L leaders per node), hier (one leader per node), auto",
+     .offset = offsetof(bcast_state_t, algo),
+     .metavar = "NAME"},
+    {.name = "leaders",
+     .type = MLN_BENCH_OPT_INT,
+     .default_value = "0",
+     .help = "leaders per node L for sme (MLN_BCAST_LEADERS); 0 leaves the environment's "
+             "value or the library's default",
+     .offset = offsetof(bcast_state_t, leaders),
+     .min = 0,
+     .max = 1024},
+    {.name = "root",
+     .type = MLN_BENCH_OPT_INT,
+     .default_value = "0",
+     .help = "rank that broadcasts",
+     .offset = offsetof(bcast_state_t, root),
+     .min = 0,
+     .max = INT32_MAX},
+};
+
+static const mln_bench_column_t bcast_columns[] = {
+    {.name = "leaders", .unit = "per node", .value = leaders_column},
+};
+
+static const mln_bench_desc_t bcast_desc = {
+    .name = "bcast",
+    .description = "multi-endpoint broadcast (mln_bcast: sme, hier) vs the MPI's MPI_Bcast",
+    .tests = bcast_tests,
+    .ntests = sizeof(bcast_tests) / sizeof(bcast_tests[0]),
+    .options = bcast_options,
+    .noptions = sizeof(bcast_options) / sizeof(bcast_options[0]),
+    .columns = bcast_columns,
+    .ncolumns = sizeof(bcast_columns) / sizeof(bcast_columns[0]),
+    .min_ranks = 2,
+    .state_size = sizeof(bcast_state_t),
+    .before_init = bcast_before_init,
+    .setup = bcast_setup,
+};
+
+int main(int argc, char **argv)
+{
+    return mln_bench_main(&bcast_desc, argc, argv);
+}
