@@ -228,7 +228,10 @@ def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun |
     if ctx.euid != 0:
         raise UsageError("runs on the test bed need root (network namespaces): run as root")
     ppn = request.ppn or DEFAULT_PPN
-    return tblaunch.placement(ctx, request.scenario, scenario.network, ppn, name)
+    every_host = get_benchmark(request.benchmark).every_host
+    return tblaunch.placement(
+        ctx, request.scenario, scenario.network, ppn, name, every_host=every_host
+    )
 
 
 class ProgressEcho:

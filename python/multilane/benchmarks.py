@@ -12,6 +12,8 @@ from .errors import UsageError
 from .sizes import SizeSpecError, parse_size, parse_size_spec
 
 PT2PT_TESTS = ("latency", "bw", "bibw")
+BCAST_TESTS = ("bcast",)
+BCAST_ALGOS = ("stock", "mpi", "sme", "hier", "auto")
 STRIPE_TESTS = ("pingpong", "stream", "overlap")
 MAX_LANES = 64  # tcp:N and mpi:N
 MAX_HELPERS = 16  # helper:K
@@ -164,6 +166,9 @@ class Benchmark:
     payload: Mapping[str, str] = field(default_factory=dict)
     # Extra ranks per host the program needs for these option values (stripe's helper:K).
     helpers_per_host: Callable[[Mapping[str, object]], int] = _no_helpers
+    # On a test bed: ranks on every host, site by site (a collective over nodes), instead of
+    # the first host of each site (rank pairs across the WAN).
+    every_host: bool = False
 
     def option_args(self, values: Mapping[str, object], where: str = "") -> list[str]:
         """Program arguments for option values; UsageError naming the key when one is bad."""
@@ -232,7 +237,56 @@ STRIPE = Benchmark(
     helpers_per_host=_stripe_helpers,
 )
 
-BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType({b.name: b for b in (PT2PT, STRIPE)})
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or value.strip() not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
+        return value.strip()
+
+    return check
+
+
+def _leaders(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1024:
+        raise ValueError(
+            f"expected leaders per node from 1 to 1024 (0: the default), got {value!r}"
+        )
+    return str(value)
+
+
+BCAST = Benchmark(
+    name="bcast",
+    program="mln-bcast",
+    description="broadcast from one root to every rank: mln_bcast (sme: L leaders per node, "
+    "hier: one) against the MPI's own MPI_Bcast (stock)",
+    options=MappingProxyType(
+        {
+            "algo": Option("--algo", _one_of(BCAST_ALGOS), "stock, mpi, sme, hier or auto"),
+            "leaders": Option("--leaders", _leaders, "sme: leaders per node L (0: default)"),
+            "root": Option("--root", _non_negative_int, "the broadcasting rank"),
+            "sizes": Option("--sizes", _size_spec, "message sizes, e.g. 1K:64M"),
+            "reps": Option("--reps", _positive_int, "timed repetitions per size (median)"),
+            "warmup": Option("--warmup", _non_negative_int, "warm-up repetitions per size"),
+            "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
+            "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
+            "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
+            "tests": Option("--tests", _choices(BCAST_TESTS), "bcast"),
+        }
+    ),
+    min_ranks=2,
+    # every broadcast crosses each WAN link at least once (the root's site to the others)
+    payload=MappingProxyType({"time_us": "1"}),
+    every_host=True,
+)
+
+BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType({b.name: b for b in (PT2PT, STRIPE, BCAST)})
+
+
+def placement_text() -> str:
+    """Where the ranks of a test-bed run go: 'one host per site (bcast: every host)'."""
+    every = [b.name for b in BENCHMARKS.values() if b.every_host]
+    return "one host per site" + (f" ({', '.join(every)}: every host)" if every else "")
 
 
 def get_benchmark(name: str) -> Benchmark:

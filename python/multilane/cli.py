@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -14,7 +15,13 @@ from typing import NoReturn
 from . import __version__, paths
 from . import mpi as mpimod
 from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, run_bench
-from .benchmarks import BENCHMARKS, LANES_HELP, get_benchmark, parse_lanes
+from .benchmarks import (
+    BENCHMARKS,
+    LANES_HELP,
+    get_benchmark,
+    parse_lanes,
+    placement_text,
+)
 from .context import Context
 from .errors import MultilaneError, UsageError
 from .launchers import TRANSPORTS
@@ -67,6 +74,35 @@ def _lanes(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _int_or_text(text: str) -> object:
+    """A decimal integer as int (for the option checkers), anything else as it is."""
+    return int(text) if re.fullmatch(r" *-?[0-9]+ *", text) else text
+
+
+# Benchmark options taken directly by `bench` (besides --sizes, --reps and --lanes): the key,
+# how the text becomes the value the benchmark's checker takes, and --help's name for it.
+DIRECT_OPTIONS: Mapping[str, tuple[Callable[[str], object], str]] = MappingProxyType(
+    {"algo": (str.strip, "NAME"), "leaders": (_int_or_text, "L"), "root": (_int_or_text, "R")}
+)
+
+
+def _option_type(key: str) -> Callable[[str], object]:
+    """argparse type of a benchmark option: checked by the (first) benchmark that has it; the
+    benchmark named on the command line checks it again (unknown there: a usage error)."""
+    parse = DIRECT_OPTIONS[key][0]
+    check = next(b.options[key].check for b in BENCHMARKS.values() if key in b.options)
+
+    def convert(text: str) -> object:
+        value = parse(text)
+        try:
+            check(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    return convert
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(prog="multilane", description=__doc__)
@@ -90,15 +126,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name", metavar="NAME", help=f"benchmark ({', '.join(BENCHMARKS)})")
     bench.add_argument("--mpi", help="openmpi, mpich or user (default: first built)")
     bench.add_argument(
-        "--np", type=_positive_int, help="ranks (default 2; on a test bed: sites x --ppn)"
+        "--np", type=_positive_int, help="ranks (default 2; on a test bed: hosts x --ppn)"
     )
     bench.add_argument("--transport", choices=TRANSPORTS, help="shm (default) or tcp over lo")
     bench.add_argument(
         "--scenario",
         type=Path,
         metavar="FILE.toml",
-        help="run across the hosts of this scenario's test bed (one host per site; brought "
-        "up for the run and taken down after, unless it is already up)",
+        help=f"run across the hosts of this scenario's test bed ({placement_text()}; "
+        "brought up for the run and taken down after, unless it is already up)",
     )
     bench.add_argument(
         "--ppn",
@@ -108,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sizes", type=_size_spec, help="message sizes: 1:64M or 0,1,4K")
     bench.add_argument("--reps", type=_positive_int, help="timed repetitions per size")
     bench.add_argument("--lanes", type=_lanes, metavar="SPEC", help=f"stripe: {LANES_HELP}")
+    for key, (_, metavar) in DIRECT_OPTIONS.items():
+        owners = [b for b in BENCHMARKS.values() if key in b.options]
+        bench.add_argument(
+            f"--{key}",
+            type=_option_type(key),
+            metavar=metavar,
+            help=f"{', '.join(b.name for b in owners)}: {owners[0].options[key].help}",
+        )
     bench.add_argument(
         "--timeout",
         type=_positive_float,
@@ -163,12 +207,13 @@ def cmd_config(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
-    given = (("sizes", args.sizes), ("reps", args.reps), ("lanes", args.lanes))
-    options = {k: v for k, v in given if v is not None}
+    keys = ("sizes", "reps", "lanes", *DIRECT_OPTIONS)
+    options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if args.scenario is not None:
         if args.transport == "shm" or args.np is not None:
+            where = "to every host" if get_benchmark(args.name).every_host else "one host per site"
             raise UsageError(
-                "with --scenario the ranks go one host per site over the emulated network: "
+                f"with --scenario the ranks go {where} over the emulated network: "
                 "leave out --transport and --np (use --ppn for ranks per host)"
             )
     elif args.ppn is not None:

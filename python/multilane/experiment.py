@@ -24,6 +24,7 @@ from .context import Context
 from .errors import MultilaneError, RunError
 from .report import Report, make_report
 from .scenario import Scenario
+from .testbed.check import streams_text
 
 if TYPE_CHECKING:
     from .testbed.bed import Testbed
@@ -62,7 +63,8 @@ def print_plan(scenario: Scenario, prepared: list[PreparedRun], ctx: Context) ->
     """The dry-run listing: one command per run (with how its ranks were chosen)."""
     ctx.say(f"scenario {scenario.name}: {len(prepared)} runs ({paths.display(scenario.path)})")
     if scenario.testbed_check:
-        ctx.say(f"first: testbed check (RTT, loss, iperf3 1 and 8 streams) -> {CHECK_FILE}")
+        streams = streams_text(scenario.check_streams)
+        ctx.say(f"first: testbed check (RTT, loss, iperf3 with {streams}) -> {CHECK_FILE}")
     for i, run in enumerate(prepared, 1):
         note = f" [{run.note}]" if run.note else ""
         ctx.say(f"({i}/{len(prepared)}) {run.label}{note}: {run.describe()}")
@@ -86,13 +88,14 @@ def run_scenario(
         return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir, bed)
 
 
-def _testbed_check(bed: Testbed, ctx: Context, out_dir: Path) -> str:
-    """`testbed check` into out_dir/testbed-check.json; '' or why it failed."""
+def _testbed_check(bed: Testbed, ctx: Context, out_dir: Path, streams: tuple[int, ...]) -> str:
+    """`testbed check` (iperf3 with each of `streams` TCP stream counts) into
+    out_dir/testbed-check.json; '' or why it failed."""
     from .testbed.check import check, check_document, format_rows  # noqa: PLC0415
 
-    ctx.say("testbed check: RTT, loss, iperf3 with 1 and 8 streams ...")
+    ctx.say(f"testbed check: RTT, loss, iperf3 with {streams_text(streams)} ...")
     try:
-        rows = check(ctx, bed.state, quiet=False)
+        rows = check(ctx, bed.state, quiet=False, streams=streams)
     except MultilaneError as exc:
         return f"testbed check failed: {exc}"
     write_json(out_dir / CHECK_FILE, check_document(bed.state, rows))
@@ -121,7 +124,7 @@ def _execute_all(
     start = time.monotonic()
     problems = []
     if scenario.testbed_check and bed is not None:
-        problem = _testbed_check(bed, ctx, out_dir)
+        problem = _testbed_check(bed, ctx, out_dir, scenario.check_streams)
         if problem:
             ctx.say(f"multilane: {problem}")
             problems.append(problem)

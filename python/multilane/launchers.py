@@ -77,7 +77,8 @@ class OpenMpiLauncher(Launcher):
         oversubscribed = np > ncpus
         if oversubscribed:
             argv.append("--oversubscribe")
-        argv += ["--mca", "pml", "ob1"]
+        # osc/ucx needs pml/ucx: without it, it prints an error at each window creation
+        argv += ["--mca", "pml", "ob1", "--mca", "osc", "^ucx"]
         if transport == "shm":
             argv += ["--mca", "btl", "self,sm"]
         else:
@@ -177,6 +178,9 @@ def openmpi_hosts_command(
         "--mca",
         "pml",
         "ob1",
+        "--mca",
+        "osc",
+        "^ucx",  # needs pml/ucx: else an error line at each window creation
         "--mca",
         "btl",
         btl,

@@ -3,7 +3,6 @@ benchmark, and report.md with a table per metric and the provenance of every run
 
 from __future__ import annotations
 
-import math
 import shlex
 import time
 from dataclasses import dataclass
@@ -11,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from . import __version__, paths, stripe_report
+from . import __version__, bcast_report, paths, stripe_report
 from .errors import MultilaneError
+from .figures import size_axis
 from .results import is_result, load_result, read_json, run_label
 from .sizes import format_size
 from .testbed.check import CHECK_SCHEMA
 
-TICK_STEPS = (1, 2, 5, 10)
 MAX_CELL = 60
 DPI = 110
 
@@ -120,22 +118,6 @@ def _series(run: Run, name: str) -> tuple[list[int], list[float], list[float], l
     return xs, ys, lows, highs
 
 
-def _size_axis(ax: Any, xs: list[int], max_ticks: int) -> None:
-    """Log2 x axis labelled 1, 4, 16, ... 1K ... 1M: a tick every 1, 2, 5 or 10 powers of
-    two, on exponents that are multiples of the step (so 1K and 1M show when in range)."""
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size [bytes]")
-    if not xs:
-        return
-    low, high = int(math.log2(min(xs))), math.ceil(math.log2(max(xs)))
-    step = next((s for s in TICK_STEPS if (high - low) // s + 1 <= max_ticks), TICK_STEPS[-1])
-    first = -(-low // step) * step
-    ticks = [2**e for e in range(first, high + 1, step)] or [2**low]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(round(x))))
-
-
 def _draw(
     ax: Any, runs: list[Run], metric: dict[str, Any], title: str, max_ticks: int = 14
 ) -> None:
@@ -149,7 +131,7 @@ def _draw(
         label = run.label + (" (FAIL)" if run.failed else "")
         (line,) = ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.5, label=label)
         ax.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
-    _size_axis(ax, all_x, max_ticks)
+    size_axis(ax, all_x, max_ticks)
     ax.set_yscale("log")
     ax.set_ylabel(f"{name} [{unit}], {metric['statistic']}")
     ax.set_title(title)
@@ -280,8 +262,9 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             md += ["", f"### {metric['name']} [{metric['unit']}]", "", metric["description"]]
             md += ["", *table, "", f"![{title}]({png.name})"]
             text += ["", title, *table]
-        if benchmark == "stripe":
-            part = stripe_report.section(runs, checks, out_dir, _table)
+        sections = {"stripe": stripe_report.section, "bcast": bcast_report.section}
+        if benchmark in sections:
+            part = sections[benchmark](runs, checks, out_dir, _table)
             md += part.markdown
             images += part.images
             text += part.text

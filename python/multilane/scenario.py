@@ -16,6 +16,7 @@
     np = 4
     [network]                         # the emulated test bed (testbed/topology.py)
     testbed_check = true              # (top level) testbed check first: testbed-check.json
+                                      # (iperf3 with 1 and 8 streams; [1, 2, 4]: those counts)
 
 Problems are reported as ``FILE: WHERE: PROBLEM`` before anything runs."""
 
@@ -30,9 +31,10 @@ from typing import Any
 
 from . import mpi as mpimod
 from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, slug
-from .benchmarks import BENCHMARKS, get_benchmark
+from .benchmarks import BENCHMARKS, get_benchmark, placement_text
 from .errors import UsageError
 from .launchers import TRANSPORTS
+from .testbed.check import DEFAULT_STREAMS, StreamsError, stream_counts
 from .testbed.topology import Network, parse_network
 
 if sys.version_info >= (3, 11):
@@ -61,9 +63,14 @@ class Scenario:
     path: Path
     runs: tuple[BenchRequest, ...]
     network: Network | None = None
-    # `multilane testbed check` (RTT, loss, iperf3 with 1 and 8 streams) before the runs,
-    # stored as testbed-check.json beside the results; needs a [network].
-    testbed_check: bool = False
+    # The iperf3 TCP stream counts of a `multilane testbed check` (RTT, loss, iperf3) before
+    # the runs, stored as testbed-check.json beside the results; () for no check.
+    check_streams: tuple[int, ...] = ()
+
+    @property
+    def testbed_check(self) -> bool:
+        """Whether `multilane run` checks the test bed first (needs a [network])."""
+        return bool(self.check_streams)
 
 
 def _type_name(value: object) -> str:
@@ -113,6 +120,22 @@ class _Loader:
         if not isinstance(value, dict):
             raise self.fail(key, f"expected a table, got {_type_name(value)}")
         return value
+
+    def check_streams(self, value: object) -> tuple[int, ...]:
+        """testbed_check: true (1 and 8 streams), false (no check) or an array of counts."""
+        if isinstance(value, bool):
+            return DEFAULT_STREAMS if value else ()
+        if not isinstance(value, list):
+            raise self.fail(
+                "testbed_check",
+                f"expected true, false or an array of iperf3 stream counts such as [1, 2, 4, 8], "
+                f"got {_type_name(value)}",
+            )
+        try:
+            return stream_counts(value)
+        except StreamsError as exc:
+            where = "testbed_check" + ("" if exc.index is None else f"[{exc.index}]")
+            raise self.fail(where, str(exc)) from None
 
     def check_keys(self, table: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> None:
         """Unknown keys (other than benchmark options, checked later) and bad values."""
@@ -205,10 +228,7 @@ def load_scenario(path: Path) -> Scenario:
         raise loader.fail("name", "must not be empty")
     defaults = loader.table(doc, "defaults")
     loader.check_keys(defaults, "defaults", RUN_KEYS)
-    testbed_check = doc.get("testbed_check", False)
-    if not isinstance(testbed_check, bool):
-        got = _type_name(testbed_check)
-        raise loader.fail("testbed_check", f"expected true or false, got {got}")
+    check_streams = loader.check_streams(doc.get("testbed_check", False))
     matrix = loader.table(doc, "matrix")
     options = {o for b in BENCHMARKS.values() for o in b.options}
     matrix_bench = None if "benchmark" in matrix else defaults.get("benchmark", DEFAULT_BENCHMARK)
@@ -247,14 +267,14 @@ def load_scenario(path: Path) -> Scenario:
             if network is not None and key in LOCAL_ONLY_KEYS:
                 raise loader.fail(
                     f"{where}.{key}",
-                    "not for a scenario with a [network]: its runs go one host per site over "
-                    "the emulated network (use ppn for ranks per host)",
+                    f"not for a scenario with a [network]: its runs go {placement_text()} "
+                    "over the emulated network (use ppn for ranks per host)",
                 )
             if network is None and key == "ppn":
                 raise loader.fail(f"{where}.{key}", "ppn needs a [network] (ranks per host)")
     if network is not None:
         requests = [replace(r, scenario=path, transport="tcp") for r in requests]
-    elif testbed_check:
+    elif check_streams:
         raise loader.fail("testbed_check", "needs a [network] (the test bed to measure)")
     seen: dict[str, int] = {}
     for i, req in enumerate(requests):
@@ -267,4 +287,4 @@ def load_scenario(path: Path) -> Scenario:
             requests[i], _ = resolve_ranks(replace(req, label=label))
         except UsageError as exc:
             raise loader.fail(f"run {i + 1} ({label})", str(exc)) from None
-    return Scenario(name, description, path, tuple(requests), network, testbed_check)
+    return Scenario(name, description, path, tuple(requests), network, check_streams)

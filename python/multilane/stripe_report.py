@@ -9,7 +9,7 @@ number or statement here is written by hand."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,11 +119,15 @@ def nearest_size(sizes: Sequence[int], target: int) -> int | None:
     return best
 
 
-def threshold_of(runs: Sequence[StripeRun]) -> tuple[int, str]:
-    """The striping threshold the runs recorded (params `stripe_threshold`), else the
-    library's default."""
-    for run in runs:
-        value = run.params.get("stripe_threshold", run.params.get("threshold"))
+def threshold_of(
+    params: Iterable[Mapping[str, Any]],
+    keys: Sequence[str] = ("stripe_threshold", "threshold"),
+    default: int = DEFAULT_THRESHOLD,
+) -> tuple[int, str]:
+    """The threshold the first run that recorded one has (the first of `keys` in its params:
+    bytes, or a size like "256K"), else the library's `default`."""
+    for param in params:
+        value = next((param[k] for k in keys if k in param), None)
         try:
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value, "as the runs recorded"
@@ -131,10 +135,10 @@ def threshold_of(runs: Sequence[StripeRun]) -> tuple[int, str]:
                 return parse_size(value), "as the runs recorded"
         except SizeSpecError:
             continue
-    return DEFAULT_THRESHOLD, "the library's default; the runs did not record one"
+    return default, "the library's default; the runs did not record one"
 
 
-def _mbit(value: float | None) -> str:
+def format_number(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
@@ -144,7 +148,7 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
-def _times(value: float | None) -> str:
+def format_times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
@@ -208,7 +212,7 @@ def summarize(runs: list[StripeRun]) -> list[MpiSummary]:
     return out
 
 
-def _named(run: StripeRun | None, value: float | None, fmt: Any = _mbit) -> str:
+def _named(run: StripeRun | None, value: float | None, fmt: Any = format_number) -> str:
     return "-" if run is None or value is None else f"{fmt(value)} ({run.lanes})"
 
 
@@ -217,19 +221,22 @@ def ratio_table(summaries: list[MpiSummary], iperf: dict[int, float]) -> list[li
     i8 = iperf.get(8)
     rows: list[tuple[str, Any]] = [
         ("stream size used", lambda s: format_size(s.size) if s.size else "-"),
-        ("stock [Mbit/s]", lambda s: _mbit(s.stock)),
+        ("stock [Mbit/s]", lambda s: format_number(s.stock)),
         ("best tcp:N [Mbit/s]", lambda s: _named(s.tcp_best, s.bw(s.tcp_best))),
-        ("best tcp:N / iperf3 8 streams", lambda s: _times(_ratio(s.bw(s.tcp_best), i8))),
-        ("best tcp:N / stock", lambda s: _times(_ratio(s.bw(s.tcp_best), s.stock))),
-        ("tcp:8 [Mbit/s]", lambda s: _mbit(s.tcp8)),
-        ("tcp:8 / iperf3 8 streams", lambda s: _times(_ratio(s.tcp8, i8))),
-        ("tcp:8 / stock", lambda s: _times(_ratio(s.tcp8, s.stock))),
+        ("best tcp:N / iperf3 8 streams", lambda s: format_times(_ratio(s.bw(s.tcp_best), i8))),
+        ("best tcp:N / stock", lambda s: format_times(_ratio(s.bw(s.tcp_best), s.stock))),
+        ("tcp:8 [Mbit/s]", lambda s: format_number(s.tcp8)),
+        ("tcp:8 / iperf3 8 streams", lambda s: format_times(_ratio(s.tcp8, i8))),
+        ("tcp:8 / stock", lambda s: format_times(_ratio(s.tcp8, s.stock))),
         ("best helper:K [Mbit/s]", lambda s: _named(s.helper_best, s.bw(s.helper_best))),
-        ("best helper:K / stock", lambda s: _times(_ratio(s.bw(s.helper_best), s.stock))),
+        ("best helper:K / stock", lambda s: format_times(_ratio(s.bw(s.helper_best), s.stock))),
         ("ping-pong size used", lambda s: format_size(s.pp_size) if s.pp_size else "-"),
-        ("ping-pong stock [us]", lambda s: _mbit(s.pp_stock)),
+        ("ping-pong stock [us]", lambda s: format_number(s.pp_stock)),
         ("ping-pong best tcp:N [us]", lambda s: _named(s.pp_best, s.pp(s.pp_best))),
-        ("ping-pong best tcp:N / stock", lambda s: _times(_ratio(s.pp(s.pp_best), s.pp_stock))),
+        (
+            "ping-pong best tcp:N / stock",
+            lambda s: format_times(_ratio(s.pp(s.pp_best), s.pp_stock)),
+        ),
     ]
     return [[name, *(cell(s) for s in summaries)] for name, cell in rows]
 
@@ -270,30 +277,31 @@ def statements(
     i1, i8 = iperf.get(1), iperf.get(8)
     if i1 is not None or i8 is not None:
         lines.append(
-            f"iperf3 on the same test bed: 1 stream {_mbit(i1)} Mbit/s, "
-            f"8 streams {_mbit(i8)} Mbit/s."
+            f"iperf3 on the same test bed: 1 stream {format_number(i1)} Mbit/s, "
+            f"8 streams {format_number(i8)} Mbit/s."
         )
     for s in summaries:
-        size = format_size(s.size) if s.size else "?"
+        at = format_size(s.size) if s.size else "?"
         best = s.bw(s.tcp_best)
         if s.tcp_best is not None and best is not None:
-            parts = [f"{s.mpi}: {s.tcp_best.lanes} streams {_mbit(best)} Mbit/s at {size}"]
+            parts = [f"{s.mpi}: {s.tcp_best.lanes} streams {format_number(best)} Mbit/s at {at}"]
             if i8:
                 parts.append(f"{best / i8:.2f}x iperf3 with 8 streams")
             if s.stock:
-                parts.append(f"{best / s.stock:.2f}x stock ({_mbit(s.stock)} Mbit/s)")
+                parts.append(f"{best / s.stock:.2f}x stock ({format_number(s.stock)} Mbit/s)")
             lines.append(", ".join(parts) + ".")
         helper = s.bw(s.helper_best)
         if s.helper_best is not None and helper is not None and s.stock:
             lines.append(
-                f"{s.mpi}: {s.helper_best.lanes} streams {_mbit(helper)} Mbit/s at {size}, "
+                f"{s.mpi}: {s.helper_best.lanes} streams {format_number(helper)} Mbit/s at {at}, "
                 f"{helper / s.stock:.2f}x stock."
             )
         pp = s.pp(s.pp_best)
         if s.pp_best is not None and pp is not None and s.pp_stock:
             lines.append(
-                f"{s.mpi}: a {format_size(s.pp_size or 0)} ping-pong takes {_mbit(pp)} us one way "
-                f"with {s.pp_best.lanes} against {_mbit(s.pp_stock)} us stock "
+                f"{s.mpi}: a {format_size(s.pp_size or 0)} ping-pong takes "
+                f"{format_number(pp)} us one way with {s.pp_best.lanes} against "
+                f"{format_number(s.pp_stock)} us stock "
                 f"({pp / s.pp_stock:.2f}x)."
             )
     worst = [
@@ -337,7 +345,8 @@ def _styles(runs: list[StripeRun]) -> dict[tuple[str, str], dict[str, Any]]:
 def _iperf_lines(ax: Any, iperf: dict[int, float]) -> None:
     for streams, style in ((1, ":"), (8, "-.")):
         if streams in iperf:
-            label = f"iperf3 {streams} stream{'s' if streams > 1 else ''} ({_mbit(iperf[streams])})"
+            rate = format_number(iperf[streams])
+            label = f"iperf3 {streams} stream{'s' if streams > 1 else ''} ({rate})"
             ax.axhline(iperf[streams], color="black", linestyle=style, linewidth=1.2, label=label)
 
 
@@ -433,7 +442,7 @@ def plot_lanes(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bo
 
 @dataclass(frozen=True)
 class Section:
-    """The Markdown lines, images and terminal text of the stripe section."""
+    """The Markdown lines, images, terminal text and notes of a report section."""
 
     markdown: list[str]
     images: list[Path]
@@ -455,7 +464,7 @@ def section(
     iperf = iperf_rates(checks)
     if not iperf:
         notes.append("no testbed-check.json with iperf3 rows: no iperf3 lines or ratios")
-    threshold, why = threshold_of(stripe)
+    threshold, why = threshold_of(r.params for r in stripe)
     images = []
     fig_a = out_dir / "stripe-bandwidth.png"
     if plot_bandwidth(stripe, iperf, fig_a):

@@ -4,6 +4,8 @@ are small Python scripts, so that the CLI's whole flow runs without MPI."""
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -173,11 +175,15 @@ def fake_root(tmp_path: Path) -> Path:
     return root
 
 
-def two_sites_network(rate: str, delay: str, extra_network: str = "", extra_wan: str = "") -> str:
-    """The TOML of a [network] with sites a and b (one host each) joined by one WAN link."""
+def two_sites_network(
+    rate: str, delay: str, extra_network: str = "", extra_wan: str = "", hosts: int = 1
+) -> str:
+    """The TOML of a [network] with sites a and b (`hosts` hosts each: a1, a2, ...) joined by
+    one WAN link."""
+    count = f"hosts = {hosts}\n" if hosts != 1 else ""
     return (
         f"[network]\n{extra_network}"
-        '[[network.site]]\nname = "a"\n[[network.site]]\nname = "b"\n'
+        f'[[network.site]]\nname = "a"\n{count}[[network.site]]\nname = "b"\n{count}'
         f'[[network.wan]]\nsites = ["a", "b"]\nrate = "{rate}"\ndelay = "{delay}"\n{extra_wan}'
     )
 
@@ -241,3 +247,34 @@ def private_testbed(tmp: Path, name: str, toml: str) -> Iterator[tuple[dict[str,
     finally:
         down = multilane(["testbed", "down"], env, timeout=120)
         assert down.returncode == 0, down.stderr
+
+
+def run_group(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Run argv in its own process group; on timeout kill that group (STYLE.md 18).
+    (exit status, stdout + stderr); the status is -9 after a timeout."""
+    child = subprocess.Popen(
+        list(argv),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        return -9, f"{out}\n[killed after {timeout:g} s]"
+    return child.returncode, out
+
+
+def check_ok(status: int, out: str, names: Sequence[str]) -> None:
+    """A C test program's verdict (tests/c/stripe_check.c): exit 0, an "ok NAME" line for
+    every sub-test, no FAIL line."""
+    passed = set(re.findall(r"^ok (\S+)", out, re.MULTILINE))
+    failed = re.findall(r"^FAIL .*$", out, re.MULTILINE)
+    assert not failed, "\n".join(failed) + "\n" + out[-3000:]
+    assert status == 0, out[-3000:]
+    missing = [n for n in names if n not in passed]
+    assert not missing, f"no 'ok' line for {missing}\n{out[-3000:]}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from multilane.benchmarks import BENCHMARKS, STRIPE, Lanes, parse_lanes
+from multilane.benchmarks import BCAST, BENCHMARKS, STRIPE, Lanes, parse_lanes, placement_text
 from multilane.errors import UsageError
 from multilane.testbed.launch import payload_bytes
 
@@ -146,3 +146,57 @@ def test_stripe_payload_factors() -> None:
         "rows": [row],
     }
     assert payload_bytes(doc, STRIPE.payload) == (1 << 20) * 2 * 3 * (2 + 3)
+
+
+# ---- the broadcast benchmark's options (no build needed) --------------------------------
+
+
+def test_bcast_options() -> None:
+    args = BCAST.option_args({"algo": " hier ", "leaders": 4, "root": 3, "tests": "bcast"})
+    assert args == ["--algo", "hier", "--leaders", "4", "--root", "3", "--tests", "bcast"]
+    for algo in ("stock", "mpi", "sme", "hier", "auto"):
+        assert BCAST.option_args({"algo": algo}) == ["--algo", algo]
+    assert BCAST.option_args({"leaders": 0}) == ["--leaders", "0"]  # the library's default
+    assert BCAST.option_args({"leaders": 1024, "root": 0}) == ["--leaders", "1024", "--root", "0"]
+    assert BCAST.min_ranks == 2 and BCAST.program == "mln-bcast"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("algo", "fast", "algo: expected one of stock, mpi, sme, hier, auto, got 'fast'"),
+        ("algo", "SME", "algo: expected one of stock, mpi, sme, hier, auto, got 'SME'"),
+        ("algo", 1, "algo: expected one of"),
+        (
+            "leaders",
+            -1,
+            "leaders: expected leaders per node from 1 to 1024 (0: the default), got -1",
+        ),
+        ("leaders", 1025, "leaders: expected leaders per node from 1 to 1024"),
+        ("leaders", True, "got True"),
+        ("leaders", "2", "got '2'"),
+        ("leaders", 2.0, "got 2.0"),
+        ("root", -1, "root: expected an integer >= 0, got -1"),
+        ("root", "0", "root: expected an integer >= 0, got '0'"),
+        ("tests", "latency", r"tests: unknown name(s) latency (known: bcast)"),
+        ("lanes", "tcp:4", "unknown option 'lanes' for bcast (known: algo, leaders, root, sizes"),
+    ],
+)
+def test_bcast_options_refused(key: str, value: object, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        BCAST.option_args({key: value})
+    assert message in str(info.value)
+
+
+def test_bcast_placement_and_payload() -> None:
+    """bcast runs on every test-bed host (a collective over nodes), pt2pt and stripe on the
+    first host of each site; every timed broadcast crosses the WAN at least once."""
+    assert [b.name for b in BENCHMARKS.values() if b.every_host] == ["bcast"]
+    assert placement_text() == "one host per site (bcast: every host)"
+    assert BCAST.helpers_per_host({"leaders": 4}) == 0
+    doc = {
+        "provenance": {"params": {"reps": 2}},
+        "metrics": [{"name": "time_us"}],
+        "rows": [{"bytes": 4096, "iters": 5, "leaders": 2}, {"bytes": 1 << 20, "iters": 1}],
+    }
+    assert payload_bytes(doc, BCAST.payload) == (4096 * 5 + (1 << 20)) * 2

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, multilane
+from conftest import FAKE_STRIPE, clean_env, multilane
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], fragment: str) -> None:
@@ -49,7 +50,7 @@ def test_bench_bad_input(fake_root: Path, args: list[str], fragment: str) -> Non
 
 def test_unknown_benchmark(fake_root: Path) -> None:
     proc = multilane(["bench", "nope"], clean_env(fake_root))
-    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt, stripe)")
+    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt, stripe, bcast)")
 
 
 def test_invalid_tunable_is_refused_before_launch(fake_root: Path) -> None:
@@ -302,3 +303,93 @@ def test_run_stripe_scenario(fake_root: Path) -> None:
     assert (folder / "stripe-bandwidth.png").exists() and (folder / "stripe-lanes.png").exists()
     md = (folder / "report.md").read_text()
     assert "best tcp:N / stock" in md and "8.00x" in md  # the fake streams 8x stock
+
+
+# ---- the broadcast's options on the command line; testbed check --streams -----------------
+
+BCAST_TESTBED = "scenarios/bcast-2site.toml"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["bcast", "--algo", "fast"], "argument --algo: expected one of stock, mpi, sme, hier"),
+        (["bcast", "--leaders", "-1"], "argument --leaders: expected leaders per node from 1 to"),
+        (["bcast", "--leaders", "two"], "argument --leaders: expected leaders per node"),
+        (["bcast", "--leaders", "1025"], "from 1 to 1024 (0: the default), got 1025"),
+        (["bcast", "--root", "-1"], "argument --root: expected an integer >= 0, got -1"),
+        (["bcast", "--root", "1.5"], "argument --root: expected an integer >= 0, got '1.5'"),
+        (["pt2pt", "--algo", "sme"], "unknown option 'algo' for pt2pt (known: sizes"),
+        (["stripe", "--leaders", "2"], "unknown option 'leaders' for stripe (known: lanes"),
+        (["pt2pt", "--root", "0"], "unknown option 'root' for pt2pt"),
+        (["bcast", "--lanes", "tcp:4"], "unknown option 'lanes' for bcast (known: algo, leaders"),
+        (
+            ["bcast", "--scenario", BCAST_TESTBED, "--np", "8"],
+            "with --scenario the ranks go to every host over the emulated network: leave out "
+            "--transport and --np",
+        ),
+        (
+            ["pt2pt", "--scenario", BCAST_TESTBED, "--transport", "shm"],
+            "with --scenario the ranks go one host per site over the emulated network",
+        ),
+    ],
+)
+def test_bench_bcast_bad_input(fake_root: Path, args: list[str], fragment: str) -> None:
+    """Refused before anything starts: no test bed is brought up, no folder made."""
+    _one_line_error(multilane(["bench", *args], clean_env(fake_root)), fragment)
+    assert not (fake_root / "results").exists()
+
+
+def test_bench_help_names_bcast_options() -> None:
+    proc = multilane(["bench", "--help"], clean_env())
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "--algo NAME bcast: stock, mpi, sme, hier or auto" in text
+    assert "--leaders L bcast: sme: leaders per node L (0: default)" in text
+    assert "--root R bcast: the broadcasting rank" in text
+    assert "one host per site (bcast: every host)" in text
+
+
+def test_bench_bcast_flow(fake_root: Path, tmp_path: Path) -> None:
+    """--algo, --leaders and --root reach the program as its own options."""
+    fake = FAKE_STRIPE.replace(
+        '"--window-bytes")', '"--window-bytes", "--algo", "--leaders", "--root")'
+    )
+    fake = fake.replace('"benchmark": "stripe"', '"benchmark": "bcast"')
+    program = fake_root / "build" / "openmpi" / "bin" / "mln-bcast"
+    program.write_text(f"#!{sys.executable}\n{fake}")
+    program.chmod(0o755)
+    copy = tmp_path / "b.json"
+    args = ["bcast", "--algo", "hier", "--leaders", "2", "--root", "1", "--np", "4"]
+    proc = multilane(["bench", *args, "--json", str(copy)], clean_env(fake_root))
+    assert proc.returncode == 0, proc.stderr
+    assert "multilane: bcast on openmpi/shm, 4 ranks" in proc.stdout
+    doc = json.loads(copy.read_text())
+    params = doc["provenance"]["params"]
+    assert (params["algo"], params["leaders"], params["root"]) == ("hier", "2", "1")
+    argv = doc["provenance"]["launch"]["argv"]
+    assert argv[argv.index("--algo") :][:6] == ["--algo", "hier", "--leaders", "2", "--root", "1"]
+
+
+@pytest.mark.parametrize(
+    ("streams", "fragment"),
+    [
+        ("1,0", "argument --streams: expected a stream count from 1 to 64, got 0"),
+        ("65", "expected a stream count from 1 to 64, got 65"),
+        ("1,2,1", "argument --streams: stream count 1 is given twice (counts must differ)"),
+        ("1,x", "argument --streams: expected a stream count (an integer), got 'x'"),
+        ("", "expected a stream count (an integer), got ''"),
+        ("1,,2", "got ''"),
+    ],
+)
+def test_testbed_check_streams_bad_input(tmp_path: Path, streams: str, fragment: str) -> None:
+    env = clean_env(MULTILANE_TESTBED_DIR=str(tmp_path))  # never a live test bed
+    proc = multilane(["testbed", "check", "--streams", streams], env)
+    _one_line_error(proc, fragment)
+
+
+def test_testbed_check_help_names_streams() -> None:
+    proc = multilane(["testbed", "check", "--help"], clean_env())
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "--streams N,N..." in text and "(distinct, 1..64; default 1,8)" in text

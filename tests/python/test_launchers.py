@@ -33,8 +33,8 @@ def test_registry() -> None:
 def test_openmpi_shm(np: int) -> None:
     cmd = OpenMpiLauncher(PREFIX).command(PROGRAM, np, "shm", ncpus=4, euid=USER)
     assert cmd.argv == (
-        "/opt/mpi/bin/mpirun", "-np", str(np), "--mca", "pml", "ob1", "--mca", "btl", "self,sm",
-        *PROGRAM,
+        "/opt/mpi/bin/mpirun", "-np", str(np), "--mca", "pml", "ob1", "--mca", "osc", "^ucx",
+        "--mca", "btl", "self,sm", *PROGRAM,
     )  # fmt: skip
     assert dict(cmd.env) == {}
 
@@ -43,7 +43,7 @@ def test_openmpi_shm(np: int) -> None:
 def test_openmpi_tcp(np: int) -> None:
     cmd = OpenMpiLauncher(PREFIX).command(PROGRAM, np, "tcp", ncpus=4, euid=USER)
     assert cmd.argv == (
-        "/opt/mpi/bin/mpirun", "-np", str(np), "--mca", "pml", "ob1",
+        "/opt/mpi/bin/mpirun", "-np", str(np), "--mca", "pml", "ob1", "--mca", "osc", "^ucx",
         "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo", *PROGRAM,
     )  # fmt: skip
     assert dict(cmd.env) == {}

@@ -9,6 +9,7 @@ import pytest
 from conftest import two_sites_network
 from multilane.scenario import ScenarioError, load_scenario
 from multilane.sizes import parse_size_spec
+from multilane.testbed.check import DEFAULT_STREAMS, streams_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -257,7 +258,11 @@ def test_lanes_matrix_local(tmp_path: Path) -> None:
             "unknown option 'lanes' for pt2pt",
         ),
         ('testbed_check = true\n[[run]]\nmpi = "mpich"\n', "testbed_check", "needs a [network]"),
-        ('testbed_check = "yes"\n[[run]]\nmpi = "mpich"\n', "testbed_check", "true or false"),
+        (
+            'testbed_check = "yes"\n[[run]]\nmpi = "mpich"\n',
+            "testbed_check",
+            "expected true, false or an array",
+        ),
     ],
 )
 def test_lanes_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
@@ -281,3 +286,142 @@ def test_helper_ppn_conflict_on_a_network(tmp_path: Path) -> None:
         f"{path}: run 2 (helper:2): lanes helper:2 needs 3 ranks per host (1 benchmark rank + "
         "2 helper ranks), got ppn 2: leave ppn out, it is set for you"
     )
+
+
+# ---- testbed_check: true, false or the iperf3 stream counts -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "streams"),
+    [
+        ("true", (1, 8)),
+        ("false", ()),
+        ("[1, 2, 4, 8]", (1, 2, 4, 8)),
+        ("[4]", (4,)),
+        ("[8, 1, 64]", (8, 1, 64)),  # in the order given
+    ],
+)
+def test_testbed_check_streams(tmp_path: Path, value: str, streams: tuple[int, ...]) -> None:
+    path = _write(tmp_path, f'testbed_check = {value}\n[[run]]\nmpi = "mpich"\n' + NETWORK)
+    scenario = load_scenario(path)
+    assert scenario.check_streams == streams
+    assert scenario.testbed_check is bool(streams)
+
+
+@pytest.mark.parametrize(
+    ("value", "where", "problem"),
+    [
+        ("[]", "testbed_check", "expected at least one stream count (1..64)"),
+        ("[1, 0]", "testbed_check[1]", "expected a stream count from 1 to 64, got 0"),
+        ("[65]", "testbed_check[0]", "expected a stream count from 1 to 64, got 65"),
+        ("[-2]", "testbed_check[0]", "from 1 to 64, got -2"),
+        ("[1, 2, 4, 2]", "testbed_check[3]", "stream count 2 is given twice (counts must differ)"),
+        ('[1, "2"]', "testbed_check[1]", "expected a stream count (an integer), got '2'"),
+        ("[1, 2.0]", "testbed_check[1]", "(an integer), got 2.0"),
+        ("[true]", "testbed_check[0]", "(an integer), got True"),
+        ('"yes"', "testbed_check", "expected true, false or an array of iperf3 stream counts"),
+        ("4", "testbed_check", "such as [1, 2, 4, 8], got integer"),
+    ],
+)
+def test_testbed_check_streams_refused(
+    tmp_path: Path, value: str, where: str, problem: str
+) -> None:
+    path = _write(tmp_path, f'testbed_check = {value}\n[[run]]\nmpi = "mpich"\n' + NETWORK)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {where}: "), message
+    assert problem in message, message
+
+
+def test_testbed_check_array_needs_a_network(tmp_path: Path) -> None:
+    path = _write(tmp_path, 'testbed_check = [1, 2]\n[[run]]\nmpi = "mpich"\n')
+    with pytest.raises(ScenarioError, match=r"testbed_check: needs a \[network\]"):
+        load_scenario(path)
+
+
+# ---- the broadcast: its scenario and options ----------------------------------------------
+
+
+def test_bcast_2site_scenario() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "bcast-2site.toml")
+    assert scenario.name == "bcast-2site"
+    network = scenario.network
+    assert network is not None
+    assert [(h.name, h.site) for h in network.hosts] == [
+        ("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b"),
+    ]  # fmt: skip
+    (wan,) = network.wan
+    assert (wan.site_a, wan.site_b) == ("a", "b")
+    assert wan.ab.rate_bps == wan.ba.rate_bps == 10**9
+    assert wan.ab.delay_s == wan.ba.delay_s == pytest.approx(0.005)
+    assert all(h.tcp.rmem_max == h.tcp.wmem_max == 262144 for h in network.hosts)
+    # the premise "1 stream cannot fill the WAN, L streams can", for L = 1, 2, 4
+    assert {1, 2, 4} <= set(scenario.check_streams)
+
+
+def test_bcast_options_in_a_scenario(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        'name = "b"\n[defaults]\nbenchmark = "bcast"\nmpi = "openmpi"\nppn = 2\nalgo = "sme"\n'
+        "root = 1\n[matrix]\nleaders = [1, 2, 4]\n" + NETWORK,
+    )
+    runs = load_scenario(path).runs
+    assert [r.label for r in runs] == ["leaders1", "leaders2", "leaders4"]
+    assert [r.options for r in runs] == [
+        {"algo": "sme", "root": 1, "leaders": n} for n in (1, 2, 4)
+    ]
+    assert all(r.benchmark == "bcast" and r.ppn == 2 and r.scenario == path for r in runs)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        (
+            '[[run]]\nmpi = "mpich"\nbenchmark = "bcast"\nalgo = "fast"\n',
+            "run[0]",
+            "algo: expected one of stock, mpi, sme, hier, auto, got 'fast'",
+        ),
+        (
+            '[[run]]\nmpi = "mpich"\nbenchmark = "bcast"\nleaders = "2"\n',
+            "run[0]",
+            "leaders: expected leaders per node from 1 to 1024 (0: the default), got '2'",
+        ),
+        (
+            '[[run]]\nmpi = "mpich"\nbenchmark = "bcast"\nroot = -1\n',
+            "run[0]",
+            "root: expected an integer >= 0, got -1",
+        ),
+        (
+            '[defaults]\nbenchmark = "bcast"\nmpi = "mpich"\n[matrix]\nleaders = [2, 2000]\n',
+            "matrix.leaders[1]",
+            "expected leaders per node from 1 to 1024",
+        ),
+        (
+            '[defaults]\nmpi = "mpich"\n[matrix]\nalgo = ["sme"]\n',
+            "matrix.algo",
+            "not an option of benchmark pt2pt",
+        ),
+        ('[[run]]\nmpi = "mpich"\nalgo = "sme"\n', "run[0]", "unknown option 'algo' for pt2pt"),
+        (
+            '[[run]]\nmpi = "mpich"\nbenchmark = "bcast"\nnp = 8\n' + NETWORK,
+            "run[0].np",
+            "its runs go one host per site (bcast: every host) over the emulated network",
+        ),
+    ],
+)
+def test_bcast_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {where}: "), message
+    assert problem in message, message
+
+
+def test_streams_text() -> None:
+    """How `multilane run` and the dry run name the check's stream counts."""
+    assert streams_text(DEFAULT_STREAMS) == "1 and 8 streams"
+    assert streams_text((1, 2, 4, 8)) == "1, 2, 4 and 8 streams"
+    assert streams_text((1,)) == "1 stream"
+    assert streams_text((4,)) == "4 streams"

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from conftest import BUILT_MPIS, REPO_ROOT, multilane, private_testbed, two_sites_network
+from conftest import (
+    BUILT_MPIS,
+    REPO_ROOT,
+    check_ok,
+    multilane,
+    private_testbed,
+    run_group,
+    two_sites_network,
+)
 from multilane.context import Context
 from multilane.launchers import HOSTS_COMMANDS
 from multilane.scenario import load_scenario
@@ -67,26 +72,6 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, st
     yield from private_testbed(tmp_path_factory.mktemp("tbstripe"), "stripe-sites", NETWORK)
 
 
-def _run_group(argv: Sequence[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
-    """Run argv in its own process group; on timeout kill that group (STYLE.md 18).
-    (exit status, stdout + stderr); the status is -9 after a timeout."""
-    child = subprocess.Popen(
-        list(argv),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        out, _ = child.communicate()
-        return -9, f"{out}\n[killed after {timeout:g} s]"
-    return child.returncode, out
-
-
 def _mpi_stripe(
     bed: tuple[dict[str, str], Path], mpi: str, ppn: int, args: Sequence[str]
 ) -> tuple[int, str, int | None]:
@@ -103,19 +88,9 @@ def _mpi_stripe(
     )
     delayline = run.bed.state.wan_mode == "delayline"
     before = run.wan_tx_bytes() if delayline else 0
-    status, out = _run_group(run.wrap(cmd.argv), {**env, **cmd.env}, RUN_TIMEOUT_S)
+    status, out = run_group(run.wrap(cmd.argv), {**env, **cmd.env}, RUN_TIMEOUT_S)
     crossed = run.wan_tx_bytes() - before if delayline else None
     return status, out, crossed
-
-
-def _check_ok(status: int, out: str, names: Sequence[str]) -> None:
-    """Exit 0, an "ok NAME" line for every sub-test, no FAIL line."""
-    passed = set(re.findall(r"^ok (\S+)", out, re.MULTILINE))
-    failed = re.findall(r"^FAIL .*$", out, re.MULTILINE)
-    assert not failed, "\n".join(failed) + "\n" + out[-3000:]
-    assert status == 0, out[-3000:]
-    missing = [n for n in names if n not in passed]
-    assert not missing, f"no 'ok' line for {missing}\n{out[-3000:]}"
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
@@ -124,7 +99,7 @@ def test_mpi_stripe_across_sites(bed: tuple[dict[str, str], Path], mpi: str, bac
     """Every sub-test of mpi_stripe between two sites, striped because the peer is remote."""
     ppn, args = BACKENDS[backend]
     status, out, crossed = _mpi_stripe(bed, mpi, ppn, [*args, "--test", "all"])
-    _check_ok(status, out, ALL_SUBTESTS)
+    check_ok(status, out, ALL_SUBTESTS)
     assert f"# mpi_stripe: backend {backend}," in out
     assert "2 application ranks of " + str(2 * ppn) in out
     if crossed is not None:
@@ -140,7 +115,7 @@ def test_lane_reset_across_sites(bed: tuple[dict[str, str], Path], mpi: str):
     args += ["--stripe-timeout", "10", "--test", "fault,sizes,exchange"]
     start = time.monotonic()
     status, out, _ = _mpi_stripe(bed, mpi, 1, args)
-    _check_ok(status, out, ("fault", "sizes", "exchange"))
+    check_ok(status, out, ("fault", "sizes", "exchange"))
     assert out.count("fault: ") >= 2 and "as expected" in out, out[-3000:]
     assert time.monotonic() - start < 150
 

@@ -130,8 +130,12 @@ def test_check_delay_rate_loss(bed: dict[str, str], tmp_path: Path) -> None:
     if shutil.which("iperf3") is None:
         pytest.skip("needs iperf3 (make system)")
     assert _up(bed, tmp_path / "tiny.toml").returncode == 0
-    proc = multilane(["testbed", "check", "--json"], bed, timeout=180)
+    proc = multilane(["testbed", "check", "--json", "--streams", "8,2"], bed, timeout=180)
     assert proc.returncode == 0, proc.stderr
+    streams = [
+        r["values"]["streams"] for r in json.loads(proc.stdout)["rows"] if "streams" in r["values"]
+    ]
+    assert streams == [8, 2]  # one iperf3 run per count, in the order given
     rows = {
         r["item"].split(" ")[0] + str(r["values"].get("streams", "")): r["values"]
         for r in json.loads(proc.stdout)["rows"]

@@ -1,6 +1,6 @@
 """`testbed check`: configured against measured: RTT between sites (ping), loss (iperf3 UDP,
-when loss is configured), TCP throughput with 1 and 8 streams (iperf3), and the bytes the
-delay lines forwarded meanwhile."""
+when loss is configured), TCP throughput with 1 and 8 streams or the given counts (iperf3),
+and the bytes the delay lines forwarded meanwhile."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,8 @@ IPERF_PORT = 5201
 UDP_MAX_BPS = 100_000_000  # loss probe: at most this, and half the link rate
 UDP_SECONDS = 3
 SERVER_TIMEOUT_S = 10.0
+DEFAULT_STREAMS = (1, 8)  # iperf3 TCP stream counts of a check
+MAX_STREAMS = 64
 _RTT = re.compile(r"= ([0-9.]+)/([0-9.]+)/([0-9.]+)/")
 
 
@@ -50,13 +52,48 @@ def _run(argv: list[str], timeout_s: float) -> str:
     return proc.stdout
 
 
+class StreamsError(ValueError):
+    """A bad list of stream counts; `index`: the position of the bad item (None: the list)."""
+
+    def __init__(self, problem: str, index: int | None = None) -> None:
+        super().__init__(problem)
+        self.index = index
+
+
+def stream_counts(values: Sequence[object]) -> tuple[int, ...]:
+    """The iperf3 TCP stream counts of a check, in the given order: a non-empty sequence of
+    distinct integers from 1 to MAX_STREAMS; StreamsError naming the first bad item."""
+    if not values:
+        raise StreamsError(f"expected at least one stream count (1..{MAX_STREAMS})")
+    counts: list[int] = []
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise StreamsError(f"expected a stream count (an integer), got {value!r}", i)
+        if not 1 <= value <= MAX_STREAMS:
+            raise StreamsError(f"expected a stream count from 1 to {MAX_STREAMS}, got {value}", i)
+        if value in counts:
+            raise StreamsError(f"stream count {value} is given twice (counts must differ)", i)
+        counts.append(value)
+    return tuple(counts)
+
+
+def streams_text(streams: Sequence[int]) -> str:
+    """'1 and 8 streams', '1, 2 and 4 streams', '1 stream'."""
+    words = [str(s) for s in streams]
+    joined = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    return f"{joined} stream{'' if list(streams) == [1] else 's'}"
+
+
 def _mbit(bps: float) -> str:
     return f"{bps / 1e6:.1f} Mbit/s"
 
 
 class _Checker:
-    def __init__(self, bed: Testbed, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, bed: Testbed, say: Callable[[str], None], streams: Sequence[int] = DEFAULT_STREAMS
+    ) -> None:
         self.bed, self.state, self.say = bed, bed.state, say
+        self.streams = stream_counts(streams)
 
     def pairs(self) -> list[tuple[str, str, dict[str, Any] | None]]:
         """(client, server, WAN record) per WAN link; or two hosts of one site without WAN."""
@@ -217,7 +254,7 @@ class _Checker:
                 if wan and (wan["ab"]["loss"] or wan["ba"]["loss"]):
                     rows.append(self.loss(client, server, wan))
                     self.say(f"{rows[-1].item}: {rows[-1].measured}")
-                for streams in (1, 8):
+                for streams in self.streams:
                     rows.append(self.tcp(client, server, wan, streams, row.values["min_s"]))
                     self.say(f"{rows[-1].item}: {rows[-1].measured}")
             finally:
@@ -226,10 +263,13 @@ class _Checker:
         return rows
 
 
-def check(ctx: Context, state: State, quiet: bool) -> list[Row]:
-    """Measure the live test bed; progress lines unless `quiet`."""
+def check(
+    ctx: Context, state: State, quiet: bool, streams: Sequence[int] = DEFAULT_STREAMS
+) -> list[Row]:
+    """Measure the live test bed, iperf3 TCP with each of `streams` stream counts; progress
+    lines unless `quiet`."""
     bed = Testbed(state)
-    return _Checker(bed, (lambda _: None) if quiet else ctx.say).run()
+    return _Checker(bed, (lambda _: None) if quiet else ctx.say, streams).run()
 
 
 CHECK_SCHEMA = "multilane-testbed-check"
@@ -237,8 +277,8 @@ CHECK_SCHEMA = "multilane-testbed-check"
 
 def check_document(state: State, rows: list[Row]) -> dict[str, Any]:
     """What `testbed check --json` prints and `multilane run` stores as testbed-check.json
-    (testbed_check = true): the rows with their measured values, e.g. for TCP rows
-    `values.streams` and `values.bps` (iperf3's received rate)."""
+    (testbed_check = true or a list of stream counts): the rows with their measured values,
+    e.g. for TCP rows `values.streams` and `values.bps` (iperf3's received rate)."""
     return {
         "schema": CHECK_SCHEMA,
         "data_version": 1,

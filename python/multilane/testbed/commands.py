@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,9 +18,27 @@ from ..errors import UsageError
 from ..scenario import load_scenario
 from .bed import Testbed
 from .build import down, up
-from .check import check, check_document, format_rows
+from .check import (
+    DEFAULT_STREAMS,
+    MAX_STREAMS,
+    StreamsError,
+    check,
+    check_document,
+    format_rows,
+    stream_counts,
+)
 from .system import require_root
 from .topology import format_rate, format_time
+
+
+def _streams(text: str) -> tuple[int, ...]:
+    """--streams 1,2,4: iperf3 TCP stream counts."""
+    words = text.split(",")
+    try:
+        values: list[object] = [int(w) if re.fullmatch(r" *[0-9]+ *", w) else w for w in words]
+        return stream_counts(values)
+    except StreamsError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (e.g. --streams 1,2,4)") from None
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,6 +52,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     tb_status.add_argument("--json", action="store_true", help="print JSON")
     tb_check = actions.add_parser("check", help="configured vs measured RTT, loss, TCP")
     tb_check.add_argument("--json", action="store_true", help="print JSON")
+    default = ",".join(str(s) for s in DEFAULT_STREAMS)
+    tb_check.add_argument(
+        "--streams",
+        type=_streams,
+        default=DEFAULT_STREAMS,
+        metavar="N,N...",
+        help=f"iperf3 TCP runs, one per stream count (distinct, 1..{MAX_STREAMS}; default "
+        f"{default})",
+    )
     tb_exec = actions.add_parser(
         "exec", help="run a command in a host", usage="%(prog)s HOST -- COMMAND..."
     )
@@ -107,7 +135,7 @@ def cmd_testbed(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     if action == "check":
         bed = _live(ctx)
-        rows = check(ctx, bed.state, quiet=args.json)
+        rows = check(ctx, bed.state, quiet=args.json, streams=args.streams)
         if args.json:
             ctx.say(json.dumps(check_document(bed.state, rows), indent=2))
         else:

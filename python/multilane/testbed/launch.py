@@ -63,9 +63,18 @@ class TestbedRun:
         }
 
 
-def placement(ctx: Context, scenario: Path, network: Network, ppn: int, name: str) -> TestbedRun:
-    """One host per site (the first of each), `ppn` ranks each, on the live test bed built
-    from `scenario`; UsageError when none is up, or one from another scenario."""
+def placement(
+    ctx: Context,
+    scenario: Path,
+    network: Network,
+    ppn: int,
+    name: str,
+    *,
+    every_host: bool = False,
+) -> TestbedRun:
+    """One host per site (the first of each), or with `every_host` every host site by site,
+    `ppn` ranks each, on the live test bed built from `scenario`; UsageError when none is up,
+    or one from another scenario."""
     bed = Testbed.load(ctx)
     where = scenario.resolve()
     if bed is None:
@@ -77,7 +86,9 @@ def placement(ctx: Context, scenario: Path, network: Network, ppn: int, name: st
         )
     if not bed.state.complete:
         raise UsageError("the test bed is INCOMPLETE (a failed up): run multilane testbed down")
-    if not network.wan and len(network.sites) < 2:
+    if every_host:
+        hosts = tuple(h.name for h in network.hosts)
+    elif not network.wan and len(network.sites) < 2:
         hosts = tuple(h.name for h in network.sites[0].hosts[:2])
     else:
         hosts = tuple(site.hosts[0].name for site in network.sites)
