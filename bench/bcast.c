@@ -10,7 +10,8 @@
  *   sme     mln_bcast, MLN_BCAST_ALGO=sme: L = --leaders leaders per node at once
  *   hier    mln_bcast, MLN_BCAST_ALGO=hier: one leader per node
  *   auto    mln_bcast, MLN_BCAST_ALGO=auto
- * --leaders L sets MLN_BCAST_LEADERS (0: leave it as the environment has it).
+ * --leaders L sets MLN_BCAST_LEADERS and --node-size N MLN_NODE_SIZE (0: leave them as the
+ * environment has them).
  *
  * Per iteration: one broadcast of `bytes` from --root (the root's send slot, filled with its
  * pattern; every other rank's receive slot, checked against that pattern after the timed
@@ -29,11 +30,12 @@
 #include <string.h>
 
 typedef struct bcast_state {
-    const char *algo; /* --algo */
-    int64_t leaders;  /* --leaders: MLN_BCAST_LEADERS; 0 leaves it alone */
-    int64_t root;     /* --root */
-    int stock;        /* --algo stock: MPI_Bcast directly */
-    int last_leaders; /* what the last call ran (see the header comment) */
+    const char *algo;  /* --algo */
+    int64_t leaders;   /* --leaders: MLN_BCAST_LEADERS; 0 leaves it alone */
+    int64_t root;      /* --root */
+    int64_t node_size; /* --node-size: MLN_NODE_SIZE; 0 leaves it alone */
+    int stock;         /* --algo stock: MPI_Bcast directly */
+    int last_leaders;  /* what the last call ran (see the header comment) */
 } bcast_state_t;
 
 /* --algo values, and the MLN_BCAST_ALGO each sets (NULL: stock, plain MPI_Bcast). */
@@ -122,6 +124,10 @@ static mln_status_t bcast_before_init(mln_bench_t *b)
         snprintf(text, sizeof(text), "%lld", (long long)s->leaders);
         MLN_CHECK(mln_bench_setenv(b, "MLN_BCAST_LEADERS", text), st, out);
     }
+    if (s->node_size > 0) {
+        snprintf(text, sizeof(text), "%lld", (long long)s->node_size);
+        MLN_CHECK(mln_bench_setenv(b, "MLN_NODE_SIZE", text), st, out);
+    }
 out:
     return st;
 }
@@ -200,6 +206,14 @@ static const mln_bench_option_t bcast_options[] = {
      .offset = offsetof(bcast_state_t, leaders),
      .min = 0,
      .max = 1024},
+    {.name = "node-size",
+     .type = MLN_BENCH_OPT_INT,
+     .default_value = "0",
+     .help = "N > 0: blocks of N ranks of a host are one node (MLN_NODE_SIZE: emulated nodes "
+             "on one host, for tests); 0 leaves MLN_NODE_SIZE alone",
+     .offset = offsetof(bcast_state_t, node_size),
+     .min = 0,
+     .max = 1 << 20},
     {.name = "root",
      .type = MLN_BENCH_OPT_INT,
      .default_value = "0",

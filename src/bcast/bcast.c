@@ -14,8 +14,10 @@
 #include "bcast_int.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Inter-node phases, by mln_bcast_algo_t. */
 static const struct {
@@ -46,18 +48,114 @@ mln_bcast_algo_t mln_bcast_last_algo(int *leaders)
     return last_algo;
 }
 
-mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm)
+/*
+ * The inter-node broadcast of one chunk over a leaders' communicator: a binomial tree of
+ * point-to-point messages in segments of BCAST_SEGMENT bytes.  Every receive is posted first
+ * (so that no segment waits a round trip for its rendezvous), and each segment goes on to the
+ * children as soon as it is in, largest subtree first.  With nodes numbered site by site the
+ * root's first child is half the nodes away: the chunk crosses a WAN between two sites once.
+ * Our own tree rather than MPI_Bcast: MPI libraries pick scatter + ring allgather for large
+ * messages on a few processes (MPICH), which crosses the WAN several times on one flow.
+ */
+/*
+ * MPI_Waitall, or on an oversubscribed node (more processes than cores: `yield`) a loop of
+ * MPI_Testall and sched_yield, so that a process with nothing to do leaves the core to those
+ * moving data (MPICH spins in its waits; Open MPI has mpi_yield_when_idle for itself).
+ */
+static mln_status_t wait_all(int n, MPI_Request *reqs, int yield)
 {
     mln_status_t st = MLN_OK;
-    const uint64_t piece = 1u << 30;
-    uint64_t off = 0;
+    int done = 0;
 
-    do { /* once for 0 bytes too: every rank takes part */
-        int n = (int)(bytes - off < piece ? bytes - off : piece);
-        MLN_MPI_CHECK(MPI_Bcast(data + off, n, MPI_BYTE, root, comm), st, out);
-        off += (uint64_t)n;
-    } while (off < bytes);
+    if (!yield) {
+        MLN_MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), st, out);
+        goto out;
+    }
+    for (;;) {
+        MLN_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), st, out);
+        if (done)
+            break;
+        sched_yield();
+    }
 out:
+    return st;
+}
+
+static mln_status_t node_barrier(const mln_bcast_setup_t *b)
+{
+    mln_status_t st = MLN_OK;
+    MPI_Request req = MPI_REQUEST_NULL;
+
+    if (!b->yield) {
+        MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
+        goto out;
+    }
+    MLN_MPI_CHECK(MPI_Ibarrier(b->node, &req), st, out);
+    MLN_CHECK(wait_all(1, &req, 1), st, out);
+out:
+    return st;
+}
+
+#define BCAST_SEGMENT (1u << 20)
+#define BCAST_TAG 1
+
+mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm, int yield)
+{
+    mln_status_t st = MLN_OK;
+    int rank = 0, size = 0, vr, mask = 1, parent = -1, nchild = 0, children[32];
+    uint64_t nseg = (bytes + BCAST_SEGMENT - 1) / BCAST_SEGMENT;
+    MPI_Request *reqs = NULL;
+    size_t nreq = 0;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (size == 1 || bytes == 0)
+        return MLN_OK;
+    vr = (rank - root + size) % size;
+    while (mask < size) { /* the parent: my rank without its lowest set bit */
+        if (vr & mask) {
+            parent = (vr - mask + root) % size;
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) /* children below that bit, farthest first */
+        if (vr + mask < size)
+            children[nchild++] = (vr + mask + root) % size;
+    reqs = malloc((size_t)nseg * (size_t)(nchild + 1) * sizeof(*reqs));
+    if (reqs == NULL)
+        return MLN_ERR_NOMEM;
+    if (parent >= 0)
+        for (uint64_t k = 0; k < nseg; k++) {
+            uint64_t off = k * BCAST_SEGMENT,
+                     n = bytes - off < BCAST_SEGMENT ? bytes - off : BCAST_SEGMENT;
+            MLN_MPI_CHECK(
+                MPI_Irecv(data + off, (int)n, MPI_BYTE, parent, BCAST_TAG, comm, &reqs[k]), st,
+                out);
+            nreq = k + 1;
+        }
+    for (uint64_t k = 0; k < nseg; k++) {
+        uint64_t off = k * BCAST_SEGMENT,
+                 n = bytes - off < BCAST_SEGMENT ? bytes - off : BCAST_SEGMENT;
+        if (parent >= 0)
+            MLN_CHECK(wait_all(1, &reqs[k], yield), st, out);
+        for (int c = 0; c < nchild; c++) {
+            MLN_MPI_CHECK(
+                MPI_Isend(data + off, (int)n, MPI_BYTE, children[c], BCAST_TAG, comm, &reqs[nreq]),
+                st, out);
+            nreq++;
+        }
+    }
+    MLN_CHECK(wait_all((int)nreq, reqs, yield), st, out);
+    nreq = 0;
+out:
+    if (st != MLN_OK) { /* receives still posted are cancelled; nothing is left in flight */
+        for (size_t k = 0; parent >= 0 && k < nseg && k < nreq; k++)
+            if (reqs[k] != MPI_REQUEST_NULL)
+                MPI_Cancel(&reqs[k]);
+        MPI_Waitall((int)nreq, reqs, MPI_STATUSES_IGNORE);
+    }
+    free(reqs);
     return st;
 }
 
@@ -125,6 +223,7 @@ out:
 static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_setup_t **out)
 {
     mln_status_t st = MLN_OK;
+    long cores;
     mln_bcast_setup_t *b = calloc(1, sizeof(*b));
 
     if (b == NULL)
@@ -165,8 +264,11 @@ static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
         MLN_MPI_CHECK(
             MPI_Comm_split(comm, b->lrank == j ? 0 : MPI_UNDEFINED, b->node_of[b->rank], &b->ep[j]),
             st, err);
-    MLN_DEBUG("mln_bcast set-up: %d ranks, %d nodes, %d to %d per node, %d leaders per node",
-              b->size, b->nnodes, b->min_ppn, b->lsize, b->leaders);
+    cores = sysconf(_SC_NPROCESSORS_ONLN);
+    b->yield = cores > 0 && b->lsize > cores;
+    MLN_DEBUG("mln_bcast set-up: %d ranks, %d nodes, %d to %d per node, %d leaders per node%s",
+              b->size, b->nnodes, b->min_ppn, b->lsize, b->leaders,
+              b->yield ? "; more processes than cores here: waits yield" : "");
     *out = b;
     return MLN_OK;
 err:
@@ -277,11 +379,11 @@ static mln_status_t two_level(mln_bcast_setup_t *b, mln_bcast_inter_fn inter, vo
     if (b->rank == root)
         MLN_CHECK(stage(buf, count, dt, packed, win, bytes, comm, 1), st, out);
     MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
-    MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
+    MLN_CHECK(node_barrier(b), st, out);
     MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
     MLN_CHECK(inter(b, win, bytes, esize, b->node_of[root]), st, out);
     MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
-    MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
+    MLN_CHECK(node_barrier(b), st, out);
     MLN_MPI_CHECK(MPI_Win_sync(b->win), st, out);
     if (b->rank != root)
         MLN_CHECK(stage(buf, count, dt, packed, win, bytes, comm, 0), st, out);

@@ -13,5 +13,5 @@ mln_status_t mln_bcast_hier_inter(const mln_bcast_setup_t *b, char *data, uint64
     (void)esize;
     if (b->lrank != 0)
         return MLN_OK;
-    return mln_bcast_bytes(data, bytes, root_node, b->ep[0]);
+    return mln_bcast_bytes(data, bytes, root_node, b->ep[0], b->yield);
 }

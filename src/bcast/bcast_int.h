@@ -19,6 +19,7 @@ typedef struct mln_bcast_setup {
     int min_ppn;      /* fewest processes on a node */
     int *node_of;     /* rank in the communicator -> node id (nodes ordered by lowest rank) */
     int leaders;      /* L = min(MLN_BCAST_LEADERS, min_ppn) */
+    int yield;        /* my node has more processes than cores: waits yield the core */
     MPI_Comm *ep;     /* ep[j], j < leaders: local rank j of every node, ranked by node id;
                          MPI_COMM_NULL where I am not local rank j */
 
@@ -42,8 +43,10 @@ mln_status_t mln_bcast_sme_inter(const mln_bcast_setup_t *b, char *data, uint64_
 mln_status_t mln_bcast_hier_inter(const mln_bcast_setup_t *b, char *data, uint64_t bytes,
                                   uint64_t esize, int root_node);
 
-/* MPI_Bcast of `bytes` bytes at `data`, in pieces that fit an int count. */
-mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm);
+/* Broadcast of `bytes` bytes at `data` from `root` over a leaders' communicator: a binomial tree
+ * of point-to-point messages in 1 MiB segments (bcast.c); `yield`: waits leave the core to
+ * others between tests. */
+mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm, int yield);
 
 /* Frees the set-up cache's keyval and what hangs on MPI_COMM_WORLD (at mln_finalize). */
 void mln_bcast_fini(void);
