@@ -49,15 +49,6 @@ mln_bcast_algo_t mln_bcast_last_algo(int *leaders)
 }
 
 /*
- * The inter-node broadcast of one chunk over a leaders' communicator: a binomial tree of
- * point-to-point messages in segments of BCAST_SEGMENT bytes.  Every receive is posted first
- * (so that no segment waits a round trip for its rendezvous), and each segment goes on to the
- * children as soon as it is in, largest subtree first.  With nodes numbered site by site the
- * root's first child is half the nodes away: the chunk crosses a WAN between two sites once.
- * Our own tree rather than MPI_Bcast: MPI libraries pick scatter + ring allgather for large
- * messages on a few processes (MPICH), which crosses the WAN several times on one flow.
- */
-/*
  * MPI_Waitall, or on an oversubscribed node (more processes than cores: `yield`) a loop of
  * MPI_Testall and sched_yield, so that a process with nothing to do leaves the core to those
  * moving data (MPICH spins in its waits; Open MPI has mpi_yield_when_idle for itself).
@@ -96,13 +87,50 @@ out:
     return st;
 }
 
-#define BCAST_SEGMENT (1u << 20)
+/*
+ * The inter-node broadcast of one chunk over a leaders' communicator (B3), in point-to-point
+ * messages of BCAST_SEGMENT bytes: a chunk of one segment goes down a binomial tree (a
+ * k-nomial with k = 2, for small chunks); a larger one down a pipelined chain, every node
+ * passing each segment on to the next as soon as it is in (bandwidth-optimal for any number
+ * of nodes).  Every receive is posted first, so that no segment waits a round trip for its
+ * rendezvous.  With nodes numbered site by site and the root on the first node, a chunk
+ * crosses a WAN between two sites once, in both shapes.  Our own trees rather than MPI_Bcast:
+ * MPI libraries pick scatter + ring allgather for large messages on a few processes (MPICH),
+ * which crosses the WAN several times on one flow.
+ */
+#define BCAST_SEGMENT (512u << 10)
 #define BCAST_TAG 1
+
+/* My parent (-1 for the root) and children, farthest first, in the tree for `nseg` segments. */
+static int bcast_tree(int rank, int size, int root, uint64_t nseg, int *parent, int *children)
+{
+    int vr = (rank - root + size) % size, mask = 1, n = 0;
+
+    *parent = -1;
+    if (nseg > 1) { /* chain */
+        if (vr > 0)
+            *parent = (rank - 1 + size) % size;
+        if (vr + 1 < size)
+            children[n++] = (rank + 1) % size;
+        return n;
+    }
+    while (mask < size) { /* binomial: the parent is my rank without its lowest set bit */
+        if (vr & mask) {
+            *parent = (vr - mask + root) % size;
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) /* children below that bit, farthest first */
+        if (vr + mask < size)
+            children[n++] = (vr + mask + root) % size;
+    return n;
+}
 
 mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm, int yield)
 {
     mln_status_t st = MLN_OK;
-    int rank = 0, size = 0, vr, mask = 1, parent = -1, nchild = 0, children[32];
+    int rank = 0, size = 0, parent = -1, nchild = 0, children[32];
     uint64_t nseg = (bytes + BCAST_SEGMENT - 1) / BCAST_SEGMENT;
     MPI_Request *reqs = NULL;
     size_t nreq = 0;
@@ -111,17 +139,7 @@ mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm
     MPI_Comm_size(comm, &size);
     if (size == 1 || bytes == 0)
         return MLN_OK;
-    vr = (rank - root + size) % size;
-    while (mask < size) { /* the parent: my rank without its lowest set bit */
-        if (vr & mask) {
-            parent = (vr - mask + root) % size;
-            break;
-        }
-        mask <<= 1;
-    }
-    for (mask >>= 1; mask > 0; mask >>= 1) /* children below that bit, farthest first */
-        if (vr + mask < size)
-            children[nchild++] = (vr + mask + root) % size;
+    nchild = bcast_tree(rank, size, root, nseg, &parent, children);
     reqs = malloc((size_t)nseg * (size_t)(nchild + 1) * sizeof(*reqs));
     if (reqs == NULL)
         return MLN_ERR_NOMEM;
