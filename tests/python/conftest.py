@@ -278,3 +278,45 @@ def check_ok(status: int, out: str, names: Sequence[str]) -> None:
     assert status == 0, out[-3000:]
     missing = [n for n in names if n not in passed]
     assert not missing, f"no 'ok' line for {missing}\n{out[-3000:]}"
+
+
+def built_program(mpi: str, name: str) -> Path:
+    """build/<mpi>/bin/<name>; the test skips when it is not built."""
+    path = REPO_ROOT / "build" / mpi / "bin" / name
+    if not path.exists():
+        pytest.skip(f"{path.relative_to(REPO_ROOT)} is not built: run make build")
+    return path
+
+
+def run_across_testbed(
+    bed: tuple[dict[str, str], Path],
+    mpi: str,
+    program: Sequence[str],
+    ppn: int,
+    timeout: float,
+    *,
+    every_host: bool = False,
+) -> tuple[int, str, int | None, tuple[str, ...]]:
+    """`program` through the MPI's launcher on the test bed of `bed` (a private_testbed), ppn
+    ranks on the first host of each site (every host with `every_host`): (exit status,
+    output, bytes the delay lines forwarded during the run or None without delay lines, the
+    hosts used)."""
+    from multilane.context import Context  # noqa: PLC0415 - conftest imports stay light
+    from multilane.launchers import HOSTS_COMMANDS  # noqa: PLC0415
+    from multilane.scenario import load_scenario  # noqa: PLC0415
+    from multilane.testbed import launch as tblaunch  # noqa: PLC0415
+
+    env, scenario = bed
+    ctx = Context(root=REPO_ROOT, env=env, ncpus=os.cpu_count() or 1, euid=os.geteuid())
+    network = load_scenario(scenario).network
+    assert network is not None
+    name = Path(program[0]).name
+    run = tblaunch.placement(ctx, scenario, network, ppn, name, every_host=every_host)
+    cmd = HOSTS_COMMANDS[mpi](
+        REPO_ROOT / ".deps" / mpi, program, run.placement, euid=0, ncpus=ctx.ncpus
+    )
+    delayline = run.bed.state.wan_mode == "delayline"
+    before = run.wan_tx_bytes() if delayline else 0
+    status, out = run_group(run.wrap(cmd.argv), {**env, **cmd.env}, timeout)
+    crossed = run.wan_tx_bytes() - before if delayline else None
+    return status, out, crossed, tuple(run.placement.hosts)

@@ -13,7 +13,6 @@ same file checks the test bed with the stream counts it names, then runs."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,17 +21,14 @@ import pytest
 
 from conftest import (
     BUILT_MPIS,
-    REPO_ROOT,
+    built_program,
     check_ok,
     multilane,
     private_testbed,
-    run_group,
+    run_across_testbed,
     two_sites_network,
 )
 from multilane.benchmarks import BCAST
-from multilane.context import Context
-from multilane.launchers import HOSTS_COMMANDS
-from multilane.scenario import load_scenario
 from multilane.testbed import launch as tblaunch
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.mpi]
@@ -57,13 +53,6 @@ LARGE_PAYLOAD_MIN = 64 * 2**20 + 4 * (8 * 2**20 + 3)
 RUN_TIMEOUT_S = 300
 
 
-def _program(mpi: str, name: str) -> Path:
-    path = REPO_ROOT / "build" / mpi / "bin" / name
-    if not path.exists():
-        pytest.skip(f"{path.relative_to(REPO_ROOT)} is not built: run make build")
-    return path
-
-
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
     """A private test bed of two sites x two hosts for the module; always taken down."""
@@ -75,20 +64,11 @@ def _mpi_bcast(
 ) -> tuple[int, str, int | None]:
     """mpi_bcast on every host, PPN ranks each: (exit status, output, bytes the delay lines
     forwarded during the run or None without delay lines)."""
-    env, scenario = bed
-    ctx = Context(root=REPO_ROOT, env=env, ncpus=os.cpu_count() or 1, euid=os.geteuid())
-    network = load_scenario(scenario).network
-    assert network is not None
-    run = tblaunch.placement(ctx, scenario, network, PPN, "mpi_bcast", every_host=True)
-    assert list(run.placement.hosts) == HOSTS
-    program = [str(_program(mpi, "mpi_bcast")), *args]
-    cmd = HOSTS_COMMANDS[mpi](
-        REPO_ROOT / ".deps" / mpi, program, run.placement, euid=0, ncpus=ctx.ncpus
+    program = [str(built_program(mpi, "mpi_bcast")), *args]
+    status, out, crossed, hosts = run_across_testbed(
+        bed, mpi, program, PPN, RUN_TIMEOUT_S, every_host=True
     )
-    delayline = run.bed.state.wan_mode == "delayline"
-    before = run.wan_tx_bytes() if delayline else 0
-    status, out = run_group(run.wrap(cmd.argv), {**env, **cmd.env}, RUN_TIMEOUT_S)
-    crossed = run.wan_tx_bytes() - before if delayline else None
+    assert list(hosts) == HOSTS
     return status, out, crossed
 
 
@@ -113,7 +93,7 @@ def test_bench_bcast_across_sites(bed: tuple[dict[str, str], Path], tmp_path: Pa
     on all four hosts; sme with 2 leaders from the 16K threshold up, MPI_Bcast below it; at
     least the payload it reports crossed the emulated link."""
     env, scenario = bed
-    _program(mpi, "mln-bcast")
+    built_program(mpi, "mln-bcast")
     args = ["bench", "bcast", "--scenario", str(scenario), "--mpi", mpi, "--ppn", str(PPN)]
     args += ["--algo", "sme", "--leaders", "2", "--sizes", "1K,64K,2M", "--reps", "2"]
     args += ["--results", str(tmp_path), "--", "--max-iters", "5"]
@@ -143,7 +123,7 @@ def test_run_checks_the_streams_first(bed: tuple[dict[str, str], Path], tmp_path
     if shutil.which("iperf3") is None:
         pytest.skip("needs iperf3 (make system)")
     env, scenario = bed
-    _program(MPIS[0], "mln-bcast")
+    built_program(MPIS[0], "mln-bcast")
     proc = multilane(["run", str(scenario), "--results", str(tmp_path)], env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert "testbed check: RTT, loss, iperf3 with 1 and 2 streams ..." in proc.stdout

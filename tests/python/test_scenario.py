@@ -20,6 +20,17 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def _refused(path: Path, where: str, problem: str) -> None:
+    """Loading `path` fails with one line "PATH: WHERE: ..." that contains `problem`."""
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    prefix = f"{path}: {where}: " if where else f"{path}: "
+    assert message.startswith(prefix), message
+    assert problem in message, message
+    assert "\n" not in message
+
+
 def test_demo_scenario() -> None:
     scenario = load_scenario(REPO / "scenarios" / "pt2pt-local.toml")
     assert scenario.name == "pt2pt-local"
@@ -103,14 +114,7 @@ def test_name_defaults_to_file_stem(tmp_path: Path) -> None:
     ],
 )
 def test_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
-    path = _write(tmp_path, text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    prefix = f"{path}: {where}: " if where else f"{path}: "
-    assert message.startswith(prefix), message
-    assert problem in message, message
-    assert "\n" not in message
+    _refused(_write(tmp_path, text), where, problem)
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -266,12 +270,7 @@ def test_lanes_matrix_local(tmp_path: Path) -> None:
     ],
 )
 def test_lanes_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
-    path = _write(tmp_path, text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}: {where}: "), message
-    assert problem in message, message
+    _refused(_write(tmp_path, text), where, problem)
 
 
 def test_helper_ppn_conflict_on_a_network(tmp_path: Path) -> None:
@@ -326,12 +325,8 @@ def test_testbed_check_streams(tmp_path: Path, value: str, streams: tuple[int, .
 def test_testbed_check_streams_refused(
     tmp_path: Path, value: str, where: str, problem: str
 ) -> None:
-    path = _write(tmp_path, f'testbed_check = {value}\n[[run]]\nmpi = "mpich"\n' + NETWORK)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}: {where}: "), message
-    assert problem in message, message
+    text = f'testbed_check = {value}\n[[run]]\nmpi = "mpich"\n' + NETWORK
+    _refused(_write(tmp_path, text), where, problem)
 
 
 def test_testbed_check_array_needs_a_network(tmp_path: Path) -> None:
@@ -411,12 +406,7 @@ def test_bcast_options_in_a_scenario(tmp_path: Path) -> None:
     ],
 )
 def test_bcast_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
-    path = _write(tmp_path, text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}: {where}: "), message
-    assert problem in message, message
+    _refused(_write(tmp_path, text), where, problem)
 
 
 def test_streams_text() -> None:

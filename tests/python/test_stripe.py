@@ -9,7 +9,6 @@ link.  Striping is left to the library's site detection (--local 0): the peer is
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,17 +17,13 @@ import pytest
 
 from conftest import (
     BUILT_MPIS,
-    REPO_ROOT,
+    built_program,
     check_ok,
     multilane,
     private_testbed,
-    run_group,
+    run_across_testbed,
     two_sites_network,
 )
-from multilane.context import Context
-from multilane.launchers import HOSTS_COMMANDS
-from multilane.scenario import load_scenario
-from multilane.testbed import launch as tblaunch
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.mpi]
 
@@ -59,13 +54,6 @@ ALL_PAYLOAD_MIN = 64 * 2**20
 RUN_TIMEOUT_S = 300
 
 
-def _program(mpi: str, name: str) -> Path:
-    path = REPO_ROOT / "build" / mpi / "bin" / name
-    if not path.exists():
-        pytest.skip(f"{path.relative_to(REPO_ROOT)} is not built: run make build")
-    return path
-
-
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
     """A private two-site test bed for the module; always taken down."""
@@ -77,19 +65,8 @@ def _mpi_stripe(
 ) -> tuple[int, str, int | None]:
     """mpi_stripe across the two sites: (exit status, output, bytes the delay lines forwarded
     during the run or None without delay lines)."""
-    env, scenario = bed
-    ctx = Context(root=REPO_ROOT, env=env, ncpus=os.cpu_count() or 1, euid=os.geteuid())
-    network = load_scenario(scenario).network
-    assert network is not None
-    run = tblaunch.placement(ctx, scenario, network, ppn, "mpi_stripe")
-    program = [str(_program(mpi, "mpi_stripe")), "--local", "0", *args]
-    cmd = HOSTS_COMMANDS[mpi](
-        REPO_ROOT / ".deps" / mpi, program, run.placement, euid=0, ncpus=ctx.ncpus
-    )
-    delayline = run.bed.state.wan_mode == "delayline"
-    before = run.wan_tx_bytes() if delayline else 0
-    status, out = run_group(run.wrap(cmd.argv), {**env, **cmd.env}, RUN_TIMEOUT_S)
-    crossed = run.wan_tx_bytes() - before if delayline else None
+    program = [str(built_program(mpi, "mpi_stripe")), "--local", "0", *args]
+    status, out, crossed, _ = run_across_testbed(bed, mpi, program, ppn, RUN_TIMEOUT_S)
     return status, out, crossed
 
 
@@ -128,7 +105,7 @@ def test_bench_stripe_across_sites(
     """`multilane bench stripe` on the test bed: a valid result, status pass, two hosts, and
     at least the payload it reports crossed the emulated link."""
     env, scenario = bed
-    _program(mpi, "mln-stripe")
+    built_program(mpi, "mln-stripe")
     args = ["bench", "stripe", "--scenario", str(scenario), "--mpi", mpi, "--lanes", lanes]
     args += ["--sizes", "1,64,300K,2M", "--reps", "2", "--results", str(tmp_path)]
     proc = multilane([*args, "--", "--max-iters", "5"], env, timeout=600)
