@@ -88,6 +88,27 @@ out:
     return st;
 }
 
+/* The control beside it: MPI_Bcast on the same buffers, in the same process, right after. */
+static mln_status_t stock_iter(mln_bench_t *b, const mln_bench_op_t *op)
+{
+    bcast_state_t *s = mln_bench_state(b);
+    char *buf = mln_bench_rank(b) == s->root ? (char *)op->send : op->recv;
+    mln_status_t st = MLN_OK;
+
+    MLN_MPI_CHECK(MPI_Bcast(buf, (int)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b)), st,
+                  out);
+out:
+    return st;
+}
+
+/* The stock test runs below mln_bcast's threshold only (where mln_bcast is MPI_Bcast and the
+ * two must take the same time); above it the stock runs of a comparison measure MPI_Bcast. */
+static int stock_runs_at(const mln_bench_t *b, uint64_t bytes)
+{
+    (void)b;
+    return bytes < mln_context()->cfg.bcast_threshold && bytes <= INT_MAX;
+}
+
 static double bcast_value(const mln_bench_t *b, uint64_t bytes, double seconds)
 {
     (void)b;
@@ -188,6 +209,18 @@ static const mln_bench_test_t bcast_tests[] = {
      .plan = bcast_plan,
      .iter = bcast_iter,
      .value = bcast_value},
+    {.name = "stock",
+     .metric = {.name = "stock_time_us",
+                .unit = "us",
+                .statistic = "median",
+                .description = "MPI_Bcast itself, the same way, in the same run right after "
+                               "the bcast test: only below MLN_BCAST_THRESHOLD, where mln_bcast "
+                               "calls MPI_Bcast (the control of its overhead)",
+                .higher_is_better = 0},
+     .plan = bcast_plan,
+     .iter = stock_iter,
+     .value = bcast_value,
+     .runs_at = stock_runs_at},
 };
 
 static const mln_bench_option_t bcast_options[] = {

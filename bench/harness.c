@@ -565,8 +565,9 @@ static mln_status_t bench_alloc(mln_bench_t *b)
     b->row_columns = calloc(nrows * d->ncolumns + 1, sizeof(*b->row_columns));
     b->stats = calloc(nrows * d->ntests, sizeof(*b->stats));
     b->errors = calloc(nrows * d->ntests, sizeof(*b->errors));
+    b->skipped = calloc(nrows * d->ntests, sizeof(*b->skipped));
     if (!b->send || !b->recv || !b->values || !b->row_iters || !b->row_columns || !b->stats ||
-        !b->errors)
+        !b->errors || !b->skipped)
         return mln_bench_fail(b, "rank %d: cannot allocate buffers of %zu + %zu bytes", b->rank,
                               send_len, recv_len);
     return MLN_OK;
@@ -581,6 +582,7 @@ static void bench_free(mln_bench_t *b)
     free(b->row_columns);
     free(b->stats);
     free(b->errors);
+    free(b->skipped);
     free(b->host_names);
     free(b->command);
     free(b->selected);
@@ -652,6 +654,10 @@ static mln_status_t bench_sweep(mln_bench_t *b)
         for (size_t j = 0; j < d->ntests; j++) {
             if (!b->selected[j])
                 continue;
+            if (d->tests[j].runs_at != NULL && !d->tests[j].runs_at(b, bytes)) {
+                b->skipped[i * d->ntests + j] = 1;
+                continue;
+            }
             MLN_CHECK(bench_run_test(b, i, j), st, out);
             wrong = b->errors[i * d->ntests + j];
             b->total_errors += wrong;

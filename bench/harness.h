@@ -75,6 +75,9 @@ typedef struct mln_bench_test {
     mln_status_t (*iter)(mln_bench_t *b, const mln_bench_op_t *op);
     /* The metric from the time of one iteration (seconds, max over ranks); finite, >= 0. */
     double (*value)(const mln_bench_t *b, uint64_t bytes, double seconds);
+    /* 0 where the test does not run at `bytes` (the same answer on every rank): its metric is
+     * left out of that row (the table prints "-").  NULL: every size. */
+    int (*runs_at)(const mln_bench_t *b, uint64_t bytes);
 } mln_bench_test_t;
 
 /* An option of one benchmark: --NAME VALUE, stored into its state struct at `offset`. */

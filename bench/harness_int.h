@@ -55,6 +55,7 @@ struct mln_bench {
     double *row_columns;
     mln_stats_t *stats;
     uint64_t *errors;
+    unsigned char *skipped; /* [size][test]: runs_at said no */
     uint64_t total_errors;
     double t_start; /* MPI_Wtime at the start of the sweep */
 };

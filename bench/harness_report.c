@@ -179,6 +179,12 @@ void mln_bench_report_row(const mln_bench_t *b, size_t i)
             continue;
         s = &b->stats[i * d->ntests + j];
         errors += b->errors[i * d->ntests + j];
+        if (b->skipped[i * d->ntests + j]) {
+            printf("%*s%*s%*s", col_width(d->tests[j].metric.name, 0), "-",
+                   col_width(d->tests[j].metric.name, 1), "-",
+                   col_width(d->tests[j].metric.name, 2), "-");
+            continue;
+        }
         printf("%*.3f%*.3f%*.3f", col_width(d->tests[j].metric.name, 0), s->median,
                col_width(d->tests[j].metric.name, 1), s->min, col_width(d->tests[j].metric.name, 2),
                s->max);
@@ -316,8 +322,8 @@ static void json_rows(const mln_bench_t *b, FILE *fp)
         for (size_t j = 0; j < d->ntests; j++) {
             const mln_stats_t *s = &b->stats[i * d->ntests + j];
             const char *name = d->tests[j].metric.name;
-            if (!b->selected[j])
-                continue;
+            if (!b->selected[j] || b->skipped[i * d->ntests + j])
+                continue; /* not measured at this size: no key */
             fprintf(fp, ", \"%s\": ", name);
             mln_json_write_number(fp, s->median);
             fprintf(fp, ", \"%s_min\": ", name);

@@ -139,7 +139,7 @@ def test_stripe_helpers_per_host() -> None:
 
 def test_stripe_payload_factors() -> None:
     """The test-bed byte proof: ping-pong moves 2 messages per iteration, stream a window."""
-    row = {"bytes": 1 << 20, "iters": 2, "window": 3}
+    row = {"bytes": 1 << 20, "iters": 2, "window": 3, "time_us": 9.0, "bw_Mbps": 5.0}
     doc = {
         "provenance": {"params": {"reps": 3, "pairs": 1}},
         "metrics": [{"name": "time_us"}, {"name": "bw_Mbps"}],
@@ -178,8 +178,8 @@ def test_bcast_options() -> None:
         ("leaders", 2.0, "got 2.0"),
         ("root", -1, "root: expected an integer >= 0, got -1"),
         ("root", "0", "root: expected an integer >= 0, got '0'"),
-        ("tests", "latency", r"tests: unknown name(s) latency (known: bcast)"),
-        ("lanes", "tcp:4", "unknown option 'lanes' for bcast (known: algo, leaders, root, sizes"),
+        ("tests", "latency", r"tests: unknown name(s) latency (known: bcast, stock)"),
+        ("lanes", "tcp:4", "unknown option 'lanes' for bcast (known: algo, leaders, root, node_size, sizes"),
     ],
 )
 def test_bcast_options_refused(key: str, value: object, message: str) -> None:
@@ -196,7 +196,10 @@ def test_bcast_placement_and_payload() -> None:
     assert BCAST.helpers_per_host({"leaders": 4}) == 0
     doc = {
         "provenance": {"params": {"reps": 2}},
-        "metrics": [{"name": "time_us"}],
-        "rows": [{"bytes": 4096, "iters": 5, "leaders": 2}, {"bytes": 1 << 20, "iters": 1}],
+        "metrics": [{"name": "time_us"}, {"name": "stock_time_us"}],
+        "rows": [
+            {"bytes": 4096, "iters": 5, "leaders": 2, "time_us": 7.0, "stock_time_us": 6.0},
+            {"bytes": 1 << 20, "iters": 1, "time_us": 9.0},  # the stock test ran below 16K only
+        ],
     }
-    assert payload_bytes(doc, BCAST.payload) == (4096 * 5 + (1 << 20)) * 2
+    assert payload_bytes(doc, BCAST.payload) == (2 * 4096 * 5 + (1 << 20)) * 2

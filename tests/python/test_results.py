@@ -120,3 +120,22 @@ def test_run_label(fixtures: Path) -> None:
     assert results.run_label(doc, "file") == "mpich/tcp"
     doc["provenance"]["meta"]["label"] = "mine"
     assert results.run_label(doc, "file") == "mine"
+
+
+def test_a_metric_may_be_left_out_of_a_row(fixtures: Path) -> None:
+    """A test that does not run at a size (mln-bcast's stock test above the threshold) leaves
+    its metric out of that row; the row keeps the others, and one left there is whole."""
+    doc = _doc(fixtures, "result-openmpi-shm.json")
+    names = [m["name"] for m in doc["metrics"]]
+    assert len(names) > 1
+    row = doc["rows"][-1]
+    for key in (names[0], f"{names[0]}_min", f"{names[0]}_max"):
+        del row[key]
+    assert problems(doc) == []
+    half = copy.deepcopy(doc)
+    del half["rows"][-1][f"{names[1]}_max"]
+    assert any(f"missing metric column(s) {names[1]}_max" in p for p in problems(half))
+    for name in names[1:]:
+        for key in (name, f"{name}_min", f"{name}_max"):
+            del row[key]
+    assert any("no metric column" in p for p in problems(doc))

@@ -125,7 +125,7 @@ def payload_bytes(doc: Mapping[str, Any], factors: Mapping[str, str]) -> int:
     present = {m["name"] for m in doc["metrics"]}
     for row in doc["rows"]:
         for metric, factor in factors.items():
-            if metric not in present:
+            if metric not in present or metric not in row:  # not measured at this size
                 continue
             mult = 1.0
             for part in factor.split("*"):
