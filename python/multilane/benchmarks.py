@@ -185,6 +185,18 @@ class Benchmark:
         return args
 
 
+def _sweep_options(example: str) -> dict[str, Option]:
+    """The harness's options of every benchmark: the size sweep and iteration scaling."""
+    return {
+        "sizes": Option("--sizes", _size_spec, f"message sizes, e.g. {example}"),
+        "reps": Option("--reps", _positive_int, "timed repetitions per size (median)"),
+        "warmup": Option("--warmup", _non_negative_int, "warm-up repetitions per size"),
+        "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
+        "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
+        "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
+    }
+
+
 PT2PT = Benchmark(
     name="pt2pt",
     program="mln-pt2pt",
@@ -192,12 +204,7 @@ PT2PT = Benchmark(
     "(r, r + n/2)",
     options=MappingProxyType(
         {
-            "sizes": Option("--sizes", _size_spec, "message sizes, e.g. 1:64M or 0,1,4K"),
-            "reps": Option("--reps", _positive_int, "timed repetitions per size (median)"),
-            "warmup": Option("--warmup", _non_negative_int, "warm-up repetitions per size"),
-            "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
-            "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
-            "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
+            **_sweep_options("1:64M or 0,1,4K"),
             "tests": Option("--tests", _choices(PT2PT_TESTS), "subset of latency, bw, bibw"),
             "window": Option("--window", _positive_int, "messages in flight for bw and bibw"),
             "window_bytes": Option("--window-bytes", _size, "cap on window * message size"),
@@ -216,12 +223,7 @@ STRIPE = Benchmark(
         {
             "lanes": Option("--lanes", _lanes, LANES_HELP),
             "local": Option("--local", _zero_one, "1: stripe between ranks of one host too"),
-            "sizes": Option("--sizes", _size_spec, "message sizes, e.g. 100K,1M,10M"),
-            "reps": Option("--reps", _positive_int, "timed repetitions per size (median)"),
-            "warmup": Option("--warmup", _non_negative_int, "warm-up repetitions per size"),
-            "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
-            "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
-            "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
+            **_sweep_options("100K,1M,10M"),
             "tests": Option(
                 "--tests", _choices(STRIPE_TESTS), "subset of pingpong, stream, overlap"
             ),
@@ -268,12 +270,7 @@ BCAST = Benchmark(
             "node_size": Option(
                 "--node-size", _non_negative_int, "N: blocks of N ranks of a host are one node"
             ),
-            "sizes": Option("--sizes", _size_spec, "message sizes, e.g. 1K:64M"),
-            "reps": Option("--reps", _positive_int, "timed repetitions per size (median)"),
-            "warmup": Option("--warmup", _non_negative_int, "warm-up repetitions per size"),
-            "min_iters": Option("--min-iters", _positive_int, "iterations per repetition, min"),
-            "max_iters": Option("--max-iters", _positive_int, "iterations per repetition, max"),
-            "iter_budget": Option("--iter-budget", _size, "iterations = budget / bytes"),
+            **_sweep_options("1K:64M"),
             "tests": Option(
                 "--tests",
                 _choices(BCAST_TESTS),
