@@ -29,13 +29,16 @@ def _doc(
 
 
 def test_payload_bytes_counts_each_test() -> None:
-    row = {"bytes": 1000, "iters": 10, "window": 4}
+    row = {"bytes": 1000, "iters": 10, "window": 4, "latency_us": 5.0, "bw_MBps": 9.0}
+    row["bibw_MBps"] = 9.0  # a metric counts in the rows that have it
     # latency: 2 messages per iteration; bw: window; bibw: 2 * window
     assert payload_bytes(_doc(["latency_us"], [row]), PT2PT.payload) == 1000 * 10 * 3 * 2
     assert payload_bytes(_doc(["bw_MBps"], [row]), PT2PT.payload) == 1000 * 10 * 3 * 4
     assert payload_bytes(_doc(["bibw_MBps"], [row]), PT2PT.payload) == 1000 * 10 * 3 * 8
     both = _doc(["latency_us", "bw_MBps", "bibw_MBps"], [row, {**row, "bytes": 0}], pairs=2)
     assert payload_bytes(both, PT2PT.payload) == 1000 * 10 * 3 * 2 * (2 + 4 + 8)
+    partial = _doc(["latency_us", "bw_MBps"], [{k: v for k, v in row.items() if k != "bw_MBps"}])
+    assert payload_bytes(partial, PT2PT.payload) == 1000 * 10 * 3 * 2  # bw not measured there
 
 
 def test_payload_bytes_of_a_real_result(fixtures: Path) -> None:
