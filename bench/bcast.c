@@ -130,7 +130,6 @@ static mln_status_t bcast_before_init(mln_bench_t *b)
     bcast_state_t *s = mln_bench_state(b);
     const char *env = NULL;
     size_t i, n = sizeof(bcast_algos) / sizeof(bcast_algos[0]);
-    char text[32];
     mln_status_t st = MLN_OK;
 
     for (i = 0; i < n && strcmp(bcast_algos[i].name, s->algo) != 0; i++)
@@ -141,14 +140,8 @@ static mln_status_t bcast_before_init(mln_bench_t *b)
     env = bcast_algos[i].env;
     s->stock = env == NULL;
     MLN_CHECK(mln_bench_setenv(b, "MLN_BCAST_ALGO", env != NULL ? env : "mpi"), st, out);
-    if (s->leaders > 0) {
-        snprintf(text, sizeof(text), "%lld", (long long)s->leaders);
-        MLN_CHECK(mln_bench_setenv(b, "MLN_BCAST_LEADERS", text), st, out);
-    }
-    if (s->node_size > 0) {
-        snprintf(text, sizeof(text), "%lld", (long long)s->node_size);
-        MLN_CHECK(mln_bench_setenv(b, "MLN_NODE_SIZE", text), st, out);
-    }
+    MLN_CHECK(mln_bench_setenv_count(b, "MLN_BCAST_LEADERS", s->leaders), st, out);
+    MLN_CHECK(mln_bench_setenv_count(b, "MLN_NODE_SIZE", s->node_size), st, out);
 out:
     return st;
 }

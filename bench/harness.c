@@ -76,6 +76,16 @@ mln_status_t mln_bench_setenv(mln_bench_t *b, const char *name, const char *valu
     return MLN_OK;
 }
 
+mln_status_t mln_bench_setenv_count(mln_bench_t *b, const char *name, int64_t value)
+{
+    char text[32];
+
+    if (value <= 0)
+        return MLN_OK;
+    snprintf(text, sizeof(text), "%lld", (long long)value);
+    return mln_bench_setenv(b, name, text);
+}
+
 const char *mln_bench_tunable(const char *name, const char *def)
 {
     const char *v = getenv(name);

@@ -159,6 +159,8 @@ mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
 
 /* setenv for before_init (a tunable chosen by an option); a failure is a setup error. */
 mln_status_t mln_bench_setenv(mln_bench_t *b, const char *name, const char *value);
+/* The same with a count, only when it is > 0 (an option's 0 leaves the variable alone). */
+mln_status_t mln_bench_setenv_count(mln_bench_t *b, const char *name, int64_t value);
 /* A tunable as this run sees it, for the params: the environment, else `def` (the library's
  * default). */
 const char *mln_bench_tunable(const char *name, const char *def);

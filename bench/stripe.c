@@ -344,7 +344,6 @@ static double stream_value(const mln_bench_t *b, uint64_t bytes, double seconds)
 static mln_status_t stripe_before_init(mln_bench_t *b)
 {
     stripe_state_t *s = mln_bench_state(b);
-    char text[32];
     mln_status_t st = MLN_OK;
 
     s->xport = stripe_spec_parse(s->lanes, &s->count);
@@ -354,10 +353,8 @@ static mln_status_t stripe_before_init(mln_bench_t *b)
                               "with N lanes from 1 to %d, or helper:K with K from 1 to %d)",
                               s->lanes, STRIPE_MAX_LANES, STRIPE_MAX_HELPERS);
     MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_BACKEND", s->xport->backend), st, out);
-    if (s->count > 0) {
-        snprintf(text, sizeof(text), "%lld", (long long)s->count);
-        MLN_CHECK(mln_bench_setenv(b, s->xport->count_env, text), st, out);
-    }
+    if (s->xport->count_env != NULL)
+        MLN_CHECK(mln_bench_setenv_count(b, s->xport->count_env, s->count), st, out);
     if (s->local)
         MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_LOCAL", "1"), st, out);
 out:
