@@ -36,6 +36,9 @@ typedef struct bcast_state {
     int64_t node_size; /* --node-size: MLN_NODE_SIZE; 0 leaves it alone */
     int stock;         /* --algo stock: MPI_Bcast directly */
     int last_leaders;  /* what the last call ran (see the header comment) */
+    double *calls[2];  /* test paired, this repetition: call times of mln_bcast, MPI_Bcast */
+    int64_t ncalls;    /* entries of each */
+    int64_t cap;       /* room in each */
 } bcast_state_t;
 
 /* --algo values, and the MLN_BCAST_ALGO each sets (NULL: stock, plain MPI_Bcast). */
@@ -99,6 +102,89 @@ static mln_status_t stock_iter(mln_bench_t *b, const mln_bench_op_t *op)
                   out);
 out:
     return st;
+}
+
+/* Test paired: slot 0 goes out by the benchmarked broadcast (--algo), slot 1 by MPI_Bcast, so
+ * each call's bytes are checked; the root sends both slots, every other rank receives them. */
+static void paired_plan(const mln_bench_t *b, uint64_t bytes, mln_bench_plan_t *out)
+{
+    bcast_plan(b, bytes, out);
+    out->send_slots *= 2;
+    out->recv_slots *= 2;
+}
+
+/* Room for one more timed call of each (the same on every rank: it fails on all or none). */
+static mln_status_t paired_room(mln_bench_t *b, bcast_state_t *s)
+{
+    if (s->ncalls < s->cap)
+        return MLN_OK;
+    int64_t cap = s->cap ? 2 * s->cap : 1024;
+    for (int k = 0; k < 2; k++) {
+        double *p = realloc(s->calls[k], (size_t)cap * sizeof(double));
+        if (p == NULL)
+            return mln_bench_fail(b, "out of memory for %lld call times", (long long)cap);
+        s->calls[k] = p;
+    }
+    s->cap = cap;
+    return MLN_OK;
+}
+
+/*
+ * One iteration of paired: the benchmarked broadcast (slot 0) and MPI_Bcast (slot 1) in turn,
+ * the benchmarked one first at even iterations, each started from a barrier.  A call's time is
+ * the max over ranks from barrier exit to return; the times of the timed iterations are kept
+ * for paired_value.  Only the call (bcast_iter or stock_iter) sits between the clock reads.
+ */
+static mln_status_t paired_iter(mln_bench_t *b, const mln_bench_op_t *op)
+{
+    bcast_state_t *s = mln_bench_state(b);
+    MPI_Comm comm = mln_bench_comm(b);
+    char *base = mln_bench_rank(b) == s->root ? (char *)op->send : op->recv;
+    mln_bench_op_t half = *op;
+    double t[2], tmax[2], t0;
+    mln_status_t st = MLN_OK;
+
+    for (int n = 0; n < 2; n++) {
+        int which = op->index % 2 == 0 ? n : 1 - n;
+        half.send = half.recv = base + (size_t)which * op->bytes; /* bcast_iter picks its side */
+        MLN_MPI_CHECK(MPI_Barrier(comm), st, out);
+        t0 = MPI_Wtime();
+        MLN_CHECK(which == 0 ? bcast_iter(b, &half) : stock_iter(b, &half), st, out);
+        t[which] = MPI_Wtime() - t0;
+    }
+    MLN_MPI_CHECK(MPI_Allreduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, comm), st, out);
+    if (op->index < 0) /* warm-up */
+        goto out;
+    if (op->index == 0)
+        s->ncalls = 0;
+    MLN_CHECK(paired_room(b, s), st, out);
+    s->calls[0][s->ncalls] = tmax[0];
+    s->calls[1][s->ncalls] = tmax[1];
+    s->ncalls++;
+out:
+    return st;
+}
+
+/* The median call time of the benchmarked broadcast over MPI_Bcast's, in this repetition. */
+static double paired_value(const mln_bench_t *b, uint64_t bytes, double seconds)
+{
+    const bcast_state_t *s = mln_bench_state(b);
+    mln_stats_t mine, stock;
+
+    (void)bytes;
+    (void)seconds;
+    if (s->ncalls < 1 || mln_stats_compute(s->calls[0], (size_t)s->ncalls, &mine) != MLN_OK ||
+        mln_stats_compute(s->calls[1], (size_t)s->ncalls, &stock) != MLN_OK || stock.median <= 0)
+        return 0.0;
+    return mine.median / stock.median;
+}
+
+static void bcast_teardown(mln_bench_t *b)
+{
+    bcast_state_t *s = mln_bench_state(b);
+
+    free(s->calls[0]);
+    free(s->calls[1]);
 }
 
 /* The stock test runs below mln_bcast's threshold only (where mln_bcast is MPI_Bcast and the
@@ -214,6 +300,21 @@ static const mln_bench_test_t bcast_tests[] = {
      .iter = stock_iter,
      .value = bcast_value,
      .runs_at = stock_runs_at},
+    {.name = "paired",
+     .metric = {.name = "paired_ratio",
+                .unit = "x",
+                .statistic = "median",
+                .description = "the benchmarked broadcast's time over MPI_Bcast's, the two "
+                               "called in turn in every iteration (order alternating), each "
+                               "from a barrier, a call's time the max over ranks: the ratio of "
+                               "their median call times in a repetition; only below "
+                               "MLN_BCAST_THRESHOLD (with --algo stock: MPI_Bcast against "
+                               "itself, the method's own spread)",
+                .higher_is_better = 0},
+     .plan = paired_plan,
+     .iter = paired_iter,
+     .value = paired_value,
+     .runs_at = stock_runs_at},
 };
 
 static const mln_bench_option_t bcast_options[] = {
@@ -266,6 +367,7 @@ static const mln_bench_desc_t bcast_desc = {
     .state_size = sizeof(bcast_state_t),
     .before_init = bcast_before_init,
     .setup = bcast_setup,
+    .teardown = bcast_teardown,
 };
 
 int main(int argc, char **argv)

@@ -611,7 +611,8 @@ static mln_status_t bench_run_test(mln_bench_t *b, size_t i, size_t j)
     uint64_t bytes = b->sizes.sizes[i], wrong, wrong_all, total = 0;
     int64_t iters = b->row_iters[i], warm = mln_iter_warmup(&b->rule, iters);
     mln_bench_plan_t plan = {0};
-    mln_bench_op_t op = {.bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv};
+    mln_bench_op_t op = {
+        .bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv, .index = -1};
     int injector = -1, mine;
     double t0, t, tmax, v;
     mln_status_t st = MLN_OK;
@@ -624,12 +625,13 @@ static mln_status_t bench_run_test(mln_bench_t *b, size_t i, size_t j)
     for (int rep = 0; rep < (int)b->reps; rep++) {
         for (int k = 0; k < plan.send_slots; k++)
             mln_pattern_fill(b->send + k * bytes, bytes, mln_pattern_seed(b->rank, rep, bytes, k));
+        op.index = -1;
         for (int64_t w = 0; w < warm; w++)
             MLN_CHECK(test->iter(b, &op), st, out);
         memset(b->recv, 0, (size_t)plan.recv_slots * bytes);
         MLN_MPI_CHECK(MPI_Barrier(b->comm), st, out);
         t0 = MPI_Wtime();
-        for (int64_t k = 0; k < iters; k++)
+        for (op.index = 0; op.index < iters; op.index++)
             MLN_CHECK(test->iter(b, &op), st, out);
         t = (MPI_Wtime() - t0) / (double)iters;
         if (injector == b->rank)
@@ -667,7 +669,8 @@ static mln_status_t bench_prime(mln_bench_t *b)
 
     for (size_t j = 0; j < d->ntests && iters > 0; j++) {
         mln_bench_plan_t plan = {0};
-        mln_bench_op_t op = {.bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv};
+        mln_bench_op_t op = {
+            .bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv, .index = -1};
         if (!b->selected[j] || (d->tests[j].runs_at != NULL && !d->tests[j].runs_at(b, bytes)))
             continue;
         d->tests[j].plan(b, bytes, &plan);

@@ -63,6 +63,7 @@ typedef struct mln_bench_op {
     const mln_bench_plan_t *plan;
     const char *send; /* plan->send_slots slots, filled with this rank's pattern */
     char *recv;       /* plan->recv_slots slots, validated after the timed iterations */
+    int64_t index;    /* timed iteration 0 .. iters-1 of a repetition; -1: warm-up, priming */
 } mln_bench_op_t;
 
 /* One test of a benchmark: an ops struct. */

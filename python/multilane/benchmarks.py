@@ -12,7 +12,7 @@ from .errors import UsageError
 from .sizes import SizeSpecError, parse_size, parse_size_spec
 
 PT2PT_TESTS = ("latency", "bw", "bibw")
-BCAST_TESTS = ("bcast", "stock")
+BCAST_TESTS = ("bcast", "stock", "paired")
 BCAST_ALGOS = ("stock", "mpi", "sme", "hier", "auto")
 STRIPE_TESTS = ("pingpong", "stream", "overlap")
 MAX_LANES = 64  # tcp:N and mpi:N
@@ -274,13 +274,15 @@ BCAST = Benchmark(
             "tests": Option(
                 "--tests",
                 _choices(BCAST_TESTS),
-                "bcast, stock (MPI_Bcast beside it, below the threshold)",
+                "bcast, stock (MPI_Bcast beside it), paired (the two in turn, call by call): "
+                "the last two below the threshold",
             ),
         }
     ),
     min_ranks=2,
-    # every broadcast crosses each WAN link at least once (the root's site to the others)
-    payload=MappingProxyType({"time_us": "1", "stock_time_us": "1"}),
+    # every broadcast crosses each WAN link at least once (the root's site to the others);
+    # an iteration of paired is two broadcasts
+    payload=MappingProxyType({"time_us": "1", "stock_time_us": "1", "paired_ratio": "2"}),
     every_host=True,
 )
 

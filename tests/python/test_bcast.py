@@ -110,8 +110,10 @@ def test_bench_bcast_across_sites(bed: tuple[dict[str, str], Path], tmp_path: Pa
     assert prov["params"]["algo"] == "sme" and prov["params"]["leaders"] == 2
     assert prov["meta"]["hosts"] == ",".join(HOSTS)
     assert {r["bytes"]: r["leaders"] for r in doc["rows"]} == {1024: 0, 65536: 2, 2**21: 2}
-    # the stock test (MPI_Bcast beside mln_bcast) runs below the 16K threshold only
+    # the stock and paired tests (MPI_Bcast beside mln_bcast) run below the 16K threshold only
     assert [r["bytes"] for r in doc["rows"] if "stock_time_us" in r] == [1024]
+    assert [r["bytes"] for r in doc["rows"] if "paired_ratio" in r] == [1024]
+    assert doc["rows"][0]["paired_ratio"] > 0
     crossed = prov["testbed"]
     assert crossed["hosts"] == HOSTS and crossed["ppn"] == PPN
     assert crossed["payload_bytes_min"] == tblaunch.payload_bytes(doc, BCAST.payload) > 0

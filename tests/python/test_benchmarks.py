@@ -178,7 +178,7 @@ def test_bcast_options() -> None:
         ("leaders", 2.0, "got 2.0"),
         ("root", -1, "root: expected an integer >= 0, got -1"),
         ("root", "0", "root: expected an integer >= 0, got '0'"),
-        ("tests", "latency", r"tests: unknown name(s) latency (known: bcast, stock)"),
+        ("tests", "latency", r"tests: unknown name(s) latency (known: bcast, stock, paired)"),
         ("lanes", "tcp:4", "unknown option 'lanes' for bcast (known: algo, leaders, root"),
     ],
 )
