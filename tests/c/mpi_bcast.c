@@ -332,6 +332,8 @@ static void t_refused(bctx_t *b)
     char label[96];
 
     memset(buf, START_BYTE, (size_t)big);
+    /* a valid small call first: the communicator is then known to mln_bcast's small path */
+    expect(&b->t, mln_bcast(buf, 1, MPI_BYTE, 0, b->t.comm), MLN_OK, "args: a valid 1 B call");
     for (int i = 0; i < 2; i++) {
         const long long n = (long long)counts[i];
         snprintf(label, sizeof(label), "args: root -1, %lld B", n);
@@ -359,6 +361,18 @@ static void t_refused(bctx_t *b)
                "args: intercommunicator");
         MPI_Comm_free(&inter);
         MPI_Comm_free(&half);
+
+        /* a communicator the small path knew, freed; a new one of 1 process may get its
+         * handle: the old root must be refused there, not passed to MPI_Bcast */
+        MPI_Comm known, one;
+        MPI_Comm_dup(b->t.comm, &known);
+        expect(&b->t, mln_bcast(buf, 1, MPI_BYTE, b->t.size - 1, known), MLN_OK,
+               "args: 1 B on a dup");
+        MPI_Comm_free(&known);
+        MPI_Comm_split(b->t.comm, b->t.rank, 0, &one);
+        expect(&b->t, mln_bcast(buf, 1, MPI_BYTE, b->t.size - 1, one), MLN_ERR_ARG,
+               "args: the freed communicator's root on a new one of 1 process");
+        MPI_Comm_free(&one);
     }
 
     for (int a = 0; a < 4; a++) {
