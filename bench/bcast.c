@@ -34,6 +34,7 @@ typedef struct bcast_state {
     int64_t leaders;   /* --leaders: MLN_BCAST_LEADERS; 0 leaves it alone */
     int64_t root;      /* --root */
     int64_t node_size; /* --node-size: MLN_NODE_SIZE; 0 leaves it alone */
+    int64_t spin_ns;   /* --paired-spin: busy time added to the --algo call of paired */
     int stock;         /* --algo stock: MPI_Bcast directly */
     int last_leaders;  /* what the last call ran (see the header comment) */
     double *calls[2];  /* test paired, this repetition: call times of mln_bcast, MPI_Bcast */
@@ -133,7 +134,8 @@ static mln_status_t paired_room(mln_bench_t *b, bcast_state_t *s)
  * One iteration of paired: the benchmarked broadcast (slot 0) and MPI_Bcast (slot 1) in turn,
  * the benchmarked one first at even iterations, each started from a barrier.  A call's time is
  * the max over ranks from barrier exit to return; the times of the timed iterations are kept
- * for paired_value.  Only the call (bcast_iter or stock_iter) sits between the clock reads.
+ * for paired_value.  Only the call (bcast_iter or stock_iter) sits between the clock reads,
+ * and for the --algo call the busy wait of --paired-spin (0: none).
  */
 static mln_status_t paired_iter(mln_bench_t *b, const mln_bench_op_t *op)
 {
@@ -149,6 +151,9 @@ static mln_status_t paired_iter(mln_bench_t *b, const mln_bench_op_t *op)
         half.send = half.recv = base + (size_t)which * op->bytes; /* bcast_iter picks its side */
         MLN_MPI_CHECK(MPI_Barrier(comm), st, out);
         t0 = MPI_Wtime();
+        if (which == 0 && s->spin_ns > 0) /* a known per-call cost (calibration) */
+            for (double end = t0 + (double)s->spin_ns * 1e-9; MPI_Wtime() < end;)
+                ;
         MLN_CHECK(which == 0 ? bcast_iter(b, &half) : stock_iter(b, &half), st, out);
         t[which] = MPI_Wtime() - t0;
     }
@@ -341,6 +346,15 @@ static const mln_bench_option_t bcast_options[] = {
      .offset = offsetof(bcast_state_t, node_size),
      .min = 0,
      .max = 1 << 20},
+    {.name = "paired-spin",
+     .type = MLN_BENCH_OPT_INT,
+     .default_value = "0",
+     .help = "test paired: busy-wait NS nanoseconds on every rank at the start of each --algo "
+             "call (a known per-call cost: with --algo stock, what such a cost measures as here)",
+     .offset = offsetof(bcast_state_t, spin_ns),
+     .min = 0,
+     .max = 1000000000,
+     .metavar = "NS"},
     {.name = "root",
      .type = MLN_BENCH_OPT_INT,
      .default_value = "0",

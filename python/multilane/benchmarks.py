@@ -270,6 +270,11 @@ BCAST = Benchmark(
             "node_size": Option(
                 "--node-size", _non_negative_int, "N: blocks of N ranks of a host are one node"
             ),
+            "paired_spin": Option(
+                "--paired-spin",
+                _non_negative_int,
+                "NS: test paired: busy-wait NS ns at the start of each --algo call (calibration)",
+            ),
             **_sweep_options("1K:64M"),
             "tests": Option(
                 "--tests",
