@@ -369,8 +369,9 @@ out:
 /*
  * The small path.  Below the threshold mln_bcast is MPI_Bcast and must cost no more.  On a
  * node where processes wait for a core every call and cache line touched before MPI_Bcast is
- * paid again by each of them: with 16 ranks on 2 cores, the four MPI queries of check_args
- * made a 1K broadcast 5-8% slower than MPI_Bcast alone (docs/RESULTS.md).  So the common case
+ * paid again by each of them: with 16 ranks on 2 cores, the four MPI queries before MPI_Bcast
+ * (check_args' three, and MPI_Type_get_extent here) made a 1K broadcast 5.5-8% slower than
+ * MPI_Bcast alone (docs/RESULTS.md).  So the common case
  * is checked from caches that need no MPI call: the size of a predefined type (small_types,
  * filled once) and the size of an intracommunicator that passed check_args before
  * (small_comms).  An entry carries an attribute whose delete callback drops it when the
