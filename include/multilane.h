@@ -126,6 +126,46 @@ mln_bcast_algo_t mln_bcast_last_algo(int *leaders);
 /* "auto", "sme", "hier", "mpi" (NULL for a value out of range). */
 const char *mln_bcast_algo_name(mln_bcast_algo_t algo);
 
+/* ---- halo exchange (src/halo, docs/HALO.md) ------------------------------------------- */
+
+/*
+ * A neighbour (halo) exchange planned once and run once per iteration (ALGORITHMS.md H1-H5).
+ * Work in progress (issue 6): only MLN_HALO_P2P is implemented; the other modes are refused
+ * at creation with MLN_ERR_UNSUPPORTED.
+ */
+typedef enum mln_halo_mode {
+    MLN_HALO_AUTO = 0,        /* time the correct modes at creation, keep the fastest */
+    MLN_HALO_P2P = 1,         /* MPI_Irecv + MPI_Isend + MPI_Waitall */
+    MLN_HALO_NEIGHBOR = 2,    /* MPI_Neighbor_alltoallw on a distributed-graph communicator */
+    MLN_HALO_RMA_FENCE = 3,   /* double-buffered puts, one fence per iteration */
+    MLN_HALO_RMA_PSCW = 4,    /* double-buffered puts, post/start/complete/wait by parity */
+    MLN_HALO_RMA_PASSIVE = 5, /* double-buffered puts, lock_all once, sequence numbers */
+    MLN_HALO_RMA_SINGLE = 6   /* single-buffered puts, two synchronisations (the control) */
+} mln_halo_mode_t;
+
+typedef struct mln_halo_plan mln_halo_plan_t;
+
+/*
+ * Collective over comm (an intracommunicator).  Entry k: send_counts[k] elements of `type` go
+ * to rank nbrs[k] and recv_counts[k] come from it, every iteration (0 allowed; a rank may be
+ * listed more than once).  Entry k pairs with entry peer_index[k] of nbrs[k]'s list; NULL: the
+ * j-th time a rank appears in my list pairs with the j-th time I appear in its list.  A pairing
+ * that is not mutual, or counts that do not match, give MLN_ERR_ARG on every rank.
+ */
+mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const int *peer_index,
+                             const int64_t *send_counts, const int64_t *recv_counts,
+                             MPI_Datatype type, mln_halo_mode_t mode, mln_halo_plan_t **plan);
+/* One iteration: sendbufs[k] goes to entry k's partner; recvbufs[k] holds what it sent. */
+mln_status_t mln_halo_exchange(mln_halo_plan_t *plan, const void *const *sendbufs,
+                               void *const *recvbufs);
+/* The mode the plan runs; NULL plan: MLN_HALO_AUTO. */
+mln_halo_mode_t mln_halo_mode(const mln_halo_plan_t *plan);
+/* "auto", "p2p", "neighbor", "rma-fence", "rma-pscw", "rma-passive", "rma-single"; NULL if
+ * out of range. */
+const char *mln_halo_mode_name(mln_halo_mode_t mode);
+/* Frees the plan (not collective) and sets *plan to NULL; NULL or *plan NULL: nothing. */
+void mln_halo_free(mln_halo_plan_t **plan);
+
 #ifdef __cplusplus
 }
 #endif
