@@ -68,6 +68,20 @@ static void bcast_plan(const mln_bench_t *b, uint64_t bytes, mln_bench_plan_t *o
         *out = (mln_bench_plan_t){.recv_slots = 1, .recv_from = (int)s->root};
 }
 
+/* MPI_Bcast itself: --algo stock, and the control beside mln_bcast (tests stock, paired). */
+static mln_status_t stock_iter(mln_bench_t *b, const mln_bench_op_t *op)
+{
+    bcast_state_t *s = mln_bench_state(b);
+    char *buf = mln_bench_rank(b) == s->root ? (char *)op->send : op->recv;
+    mln_status_t st = MLN_OK;
+
+    /* sizes fit an int: bcast_setup (stock) and stock_runs_at (the control) checked them */
+    MLN_MPI_CHECK(MPI_Bcast(buf, (int)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b)), st,
+                  out);
+out:
+    return st;
+}
+
 static mln_status_t bcast_iter(mln_bench_t *b, const mln_bench_op_t *op)
 {
     bcast_state_t *s = mln_bench_state(b);
@@ -75,11 +89,9 @@ static mln_status_t bcast_iter(mln_bench_t *b, const mln_bench_op_t *op)
     char *buf = mln_bench_rank(b) == s->root ? (char *)op->send : op->recv;
     mln_status_t st = MLN_OK;
 
-    if (s->stock) { /* sizes fit an int: bcast_setup checked the largest */
-        MLN_MPI_CHECK(MPI_Bcast(buf, (int)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b)), st,
-                      out);
+    if (s->stock) {
         s->last_leaders = 0;
-        goto out;
+        return stock_iter(b, op);
     }
     st = mln_bcast(buf, (int64_t)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b));
     if (st != MLN_OK) {
@@ -88,19 +100,6 @@ static mln_status_t bcast_iter(mln_bench_t *b, const mln_bench_op_t *op)
         goto out;
     }
     mln_bcast_last_algo(&s->last_leaders);
-out:
-    return st;
-}
-
-/* The control beside it: MPI_Bcast on the same buffers, in the same process, right after. */
-static mln_status_t stock_iter(mln_bench_t *b, const mln_bench_op_t *op)
-{
-    bcast_state_t *s = mln_bench_state(b);
-    char *buf = mln_bench_rank(b) == s->root ? (char *)op->send : op->recv;
-    mln_status_t st = MLN_OK;
-
-    MLN_MPI_CHECK(MPI_Bcast(buf, (int)op->bytes, MPI_BYTE, (int)s->root, mln_bench_comm(b)), st,
-                  out);
 out:
     return st;
 }

@@ -654,6 +654,14 @@ out:
     return st;
 }
 
+/* Whether test j runs at `bytes` (its runs_at hook; none: every size). */
+static int test_runs_at(const mln_bench_t *b, size_t j, uint64_t bytes)
+{
+    const mln_bench_test_t *t = &b->desc->tests[j];
+
+    return t->runs_at == NULL || t->runs_at(b, bytes);
+}
+
 /*
  * Before the sweep: `iters` untimed iterations of every selected test at the first size, so
  * that the first size does not pay for what a process does once (connections opened on first
@@ -671,7 +679,7 @@ static mln_status_t bench_prime(mln_bench_t *b)
         mln_bench_plan_t plan = {0};
         mln_bench_op_t op = {
             .bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv, .index = -1};
-        if (!b->selected[j] || (d->tests[j].runs_at != NULL && !d->tests[j].runs_at(b, bytes)))
+        if (!b->selected[j] || !test_runs_at(b, j, bytes))
             continue;
         d->tests[j].plan(b, bytes, &plan);
         for (int64_t k = 0; k < iters; k++)
@@ -696,7 +704,7 @@ static mln_status_t bench_sweep(mln_bench_t *b)
         for (size_t j = 0; j < d->ntests; j++) {
             if (!b->selected[j])
                 continue;
-            if (d->tests[j].runs_at != NULL && !d->tests[j].runs_at(b, bytes)) {
+            if (!test_runs_at(b, j, bytes)) {
                 b->skipped[i * d->ntests + j] = 1;
                 continue;
             }

@@ -122,20 +122,22 @@ class BcastRun:
         name = f"sme L={self.leaders}" if self.algo == "sme" and self.leaders else self.algo
         return name if self.variant == "default" else f"{name} (MPI {self.variant})"
 
+    def _metric(self, size: int, name: str) -> float | None:
+        """A metric's median at a size, None when the row lacks it or it is not positive."""
+        value = self.rows.get(size, {}).get(name)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
     def time(self, size: int) -> float | None:
         """The median time of one broadcast at a size, None when the run has none there."""
-        value = self.rows.get(size, {}).get(METRIC)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        return self._metric(size, METRIC)
 
     def stock_time(self, size: int) -> float | None:
         """MPI_Bcast measured beside it in the same run (the stock test), None if not."""
-        value = self.rows.get(size, {}).get(STOCK_METRIC)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        return self._metric(size, STOCK_METRIC)
 
     def paired(self, size: int) -> float | None:
         """Its time over MPI_Bcast's, the two called in turn (the paired test), None if not."""
-        value = self.rows.get(size, {}).get(PAIRED_METRIC)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        return self._metric(size, PAIRED_METRIC)
 
     def ran(self, size: int) -> int | None:
         """What ran at a size (the row's "leaders"): 0 MPI_Bcast, 1 hier, L sme."""
