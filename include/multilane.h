@@ -130,40 +130,75 @@ const char *mln_bcast_algo_name(mln_bcast_algo_t algo);
 
 /*
  * A neighbour (halo) exchange planned once and run once per iteration (ALGORITHMS.md H1-H5).
- * Work in progress (issue 6): only MLN_HALO_P2P is implemented; the other modes are refused
- * at creation with MLN_ERR_UNSUPPORTED.
+ * Every mode moves the same data; they differ in how MPI moves it and how the receiver learns
+ * that it arrived.  The RMA modes put into a window from MPI_Win_allocate; the double-buffered
+ * ones alternate two halves by iteration parity, so one synchronisation per iteration suffices.
  */
 typedef enum mln_halo_mode {
-    MLN_HALO_AUTO = 0,        /* time the correct modes at creation, keep the fastest */
+    MLN_HALO_AUTO = 0,        /* time the usable modes at creation, keep the fastest */
     MLN_HALO_P2P = 1,         /* MPI_Irecv + MPI_Isend + MPI_Waitall */
     MLN_HALO_NEIGHBOR = 2,    /* MPI_Neighbor_alltoallw on a distributed-graph communicator */
     MLN_HALO_RMA_FENCE = 3,   /* double-buffered puts, one fence per iteration */
     MLN_HALO_RMA_PSCW = 4,    /* double-buffered puts, post/start/complete/wait by parity */
     MLN_HALO_RMA_PASSIVE = 5, /* double-buffered puts, lock_all once, sequence numbers */
-    MLN_HALO_RMA_SINGLE = 6   /* single-buffered puts, two synchronisations (the control) */
+    MLN_HALO_RMA_SINGLE = 6   /* single-buffered puts, two fences (the control) */
 } mln_halo_mode_t;
+#define MLN_HALO_NMODES 7
 
 typedef struct mln_halo_plan mln_halo_plan_t;
 
 /*
  * Collective over comm (an intracommunicator).  Entry k: send_counts[k] elements of `type` go
  * to rank nbrs[k] and recv_counts[k] come from it, every iteration (0 allowed; a rank may be
- * listed more than once).  Entry k pairs with entry peer_index[k] of nbrs[k]'s list; NULL: the
- * j-th time a rank appears in my list pairs with the j-th time I appear in its list.  A pairing
- * that is not mutual, or counts that do not match, give MLN_ERR_ARG on every rank.
+ * listed more than once; MPI_PROC_NULL: the entry moves nothing and its buffers are not
+ * touched).  Entry k pairs with entry peer_index[k] of nbrs[k]'s list; NULL: the j-th time a
+ * rank appears in my list pairs with the j-th time I appear in its list.  A pairing that is
+ * not mutual, or counts that do not match, give MLN_ERR_ARG on every rank.  `type` must be
+ * contiguous for the RMA modes (else they are not used by auto, and refused when asked for).
+ * mode AUTO is replaced by MLN_HALO_MODE when that is set; a mode in MLN_HALO_DISABLE (or in
+ * the built-in list for this MPI, docs/HALO.md) is refused with MLN_ERR_UNSUPPORTED.
  */
 mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const int *peer_index,
                              const int64_t *send_counts, const int64_t *recv_counts,
                              MPI_Datatype type, mln_halo_mode_t mode, mln_halo_plan_t **plan);
-/* One iteration: sendbufs[k] goes to entry k's partner; recvbufs[k] holds what it sent. */
+/*
+ * The same from a Cartesian communicator: for each axis d and each hop h = 1..radius, the
+ * rank h steps down (entry 2 * (d * radius + h - 1)) and h steps up (the next entry), `count`
+ * elements each way.  Non-periodic edges give MPI_PROC_NULL entries.
+ */
+mln_status_t mln_halo_create_cart(MPI_Comm cart, int radius, int64_t count, MPI_Datatype type,
+                                  mln_halo_mode_t mode, mln_halo_plan_t **plan);
+/* One iteration: sendbufs[k] goes to entry k's partner; recvbufs[k] holds what it sent.
+ * Collective over the neighbours.  sendbufs[k] may be reused when the call returns. */
 mln_status_t mln_halo_exchange(mln_halo_plan_t *plan, const void *const *sendbufs,
                                void *const *recvbufs);
-/* The mode the plan runs; NULL plan: MLN_HALO_AUTO. */
+/* The mode the plan runs (after auto: its choice); NULL plan: MLN_HALO_AUTO. */
 mln_halo_mode_t mln_halo_mode(const mln_halo_plan_t *plan);
+/* Entries of the plan, and the rank of entry k (MPI_PROC_NULL for an empty edge); -1 if out
+ * of range. */
+int mln_halo_size(const mln_halo_plan_t *plan);
+int mln_halo_neighbor(const mln_halo_plan_t *plan, int k);
 /* "auto", "p2p", "neighbor", "rma-fence", "rma-pscw", "rma-passive", "rma-single"; NULL if
- * out of range. */
+ * out of range.  mln_halo_mode_parse is its inverse (MLN_ERR_ARG for an unknown name). */
 const char *mln_halo_mode_name(mln_halo_mode_t mode);
-/* Frees the plan (not collective) and sets *plan to NULL; NULL or *plan NULL: nothing. */
+mln_status_t mln_halo_mode_parse(const char *name, mln_halo_mode_t *mode);
+
+/* What auto found for one mode (the same on every rank). */
+typedef enum mln_halo_state {
+    MLN_HALO_UNTRIED = 0, /* not tried: the plan was made with a fixed mode */
+    MLN_HALO_TIMED,       /* correct in every trial iteration; seconds = median per iteration */
+    MLN_HALO_WRONG,       /* delivered wrong data in the trial: never used by this plan */
+    MLN_HALO_DISABLED,    /* disabled on this MPI (MLN_HALO_DISABLE or the built-in list) */
+    MLN_HALO_UNUSABLE     /* not for these arguments (e.g. RMA with a non-contiguous type) */
+} mln_halo_state_t;
+/* auto's result for `mode`: state and seconds per iteration (max over ranks; 0 if untimed). */
+mln_status_t mln_halo_timing(const mln_halo_plan_t *plan, mln_halo_mode_t mode,
+                             mln_halo_state_t *state, double *seconds);
+/* One line for people: "rma-passive (auto: p2p 10.2 us, neighbor 11.0 us, ..., rma-pscw
+ * disabled)"; snprintf's return convention. */
+int mln_halo_describe(const mln_halo_plan_t *plan, char *buf, size_t len);
+/* Frees the plan (collective over the plan's communicator: windows are freed) and sets
+ * *plan to NULL; NULL or *plan NULL: nothing. */
 void mln_halo_free(mln_halo_plan_t **plan);
 
 #ifdef __cplusplus

@@ -103,6 +103,9 @@ typedef struct mln_config {
     int bcast_algo;             /* MLN_BCAST_ALGO: a mln_bcast_algo_t */
     int64_t bcast_leaders;      /* MLN_BCAST_LEADERS: leaders per node (sme) */
     uint64_t bcast_threshold;   /* MLN_BCAST_THRESHOLD: smaller broadcasts use MPI_Bcast */
+    int halo_mode;              /* MLN_HALO_MODE: a mln_halo_mode_t (replaces auto) */
+    char halo_disable[256];     /* MLN_HALO_DISABLE: halo modes never used */
+    int64_t halo_auto_iters;    /* MLN_HALO_AUTO_ITERS: timed iterations per mode in auto */
     int64_t node_size;          /* MLN_NODE_SIZE: 0 = nodes from MPI; N = N ranks per node */
 } mln_config_t;
 

@@ -12,6 +12,9 @@ static const char *const bcast_algos[] = {"auto", "sme", "hier", "mpi", NULL};
 /* Order = mln_stripe_backend_t. */
 static const char *const stripe_backends[] = {"tcp", "helper", "mpi", NULL};
 static const char *const stripe_progress[] = {"call", "thread", NULL};
+/* Order = mln_halo_mode_t. */
+static const char *const halo_modes[] = {"auto",     "p2p",         "neighbor",   "rma-fence",
+                                         "rma-pscw", "rma-passive", "rma-single", NULL};
 
 static const mln_tunable_t mln_config_table[] = {
     {.env = "MLN_LOG",
@@ -124,6 +127,26 @@ static const mln_tunable_t mln_config_table[] = {
      .default_value = "16K",
      .help = "broadcasts of fewer bytes use MPI_Bcast",
      .offset = offsetof(mln_config_t, bcast_threshold)},
+    {.env = "MLN_HALO_MODE",
+     .type = MLN_TUNABLE_ENUM,
+     .default_value = "auto",
+     .help = "mode of halo plans created with auto: auto (time the usable modes, keep the "
+             "fastest) or one mode",
+     .offset = offsetof(mln_config_t, halo_mode),
+     .choices = halo_modes},
+    {.env = "MLN_HALO_DISABLE",
+     .type = MLN_TUNABLE_STRING,
+     .default_value = "builtin",
+     .help = "halo modes never used: comma list of mode names, 'builtin' (the modes known to "
+             "fail on this MPI, docs/HALO.md) or 'none'",
+     .offset = offsetof(mln_config_t, halo_disable)},
+    {.env = "MLN_HALO_AUTO_ITERS",
+     .type = MLN_TUNABLE_INT,
+     .default_value = "30",
+     .help = "timed iterations per repetition (3 repetitions) when auto measures a halo mode",
+     .offset = offsetof(mln_config_t, halo_auto_iters),
+     .min = 1,
+     .max = 100000},
     {.env = "MLN_NODE_SIZE",
      .type = MLN_TUNABLE_INT,
      .default_value = "0",

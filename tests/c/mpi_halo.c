@@ -3,10 +3,14 @@
  * halo checked in every iteration.  Payload element i from rank r's entry k in iteration it is
  * value(r, it, k, i), so data from the wrong rank, entry, iteration or offset is caught.
  *
- * Cases: a periodic ring (a rank may be its own or both neighbours: 1 and 2 ranks), a line
- * without wrap (edge ranks have one neighbour), uneven and zero counts, a periodic 2-D
- * Cartesian grid, plan reuse and free, refused arguments (on every rank, no hang).
- * Only the p2p mode exists so far (issue 6); the others must be refused as unsupported.
+ * Every case runs in every mode (p2p, neighbor, the four RMA modes, auto): a periodic ring (a
+ * rank may be its own or both neighbours: 1 and 2 ranks), a line without wrap (edge ranks have
+ * one neighbour), uneven and zero counts, periodic 2-D grids from a neighbour list and from
+ * mln_halo_create_cart (radius 1 and 2), 1-D and 3-D Cartesian stencils with and without wrap
+ * (MPI_PROC_NULL edges: their buffers stay untouched), many iterations, two plans used in turn,
+ * plan reuse and free, auto's choice against its own timings, the tunables MLN_HALO_MODE and
+ * MLN_HALO_DISABLE, refused arguments (on every rank, no hang).  A mode disabled on this MPI
+ * (docs/HALO.md) is reported and skipped; nothing else may be refused.
  */
 #include "multilane.h"
 
@@ -16,14 +20,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ITERS = 40 };
+enum { ITERS = 40, MANY = 600 };
 
 static int rank, size, failures;
+static mln_halo_mode_t mode; /* of the cases */
+
+static const char *mname(void)
+{
+    return mln_halo_mode_name(mode);
+}
 
 /* One failure: what, the case and two numbers that locate it. */
 static void fail(const char *what, const char *msg, long long a, long long b)
 {
-    fprintf(stderr, "rank %d: %s: %s (%lld, %lld)\n", rank, what, msg, a, b);
+    fprintf(stderr, "rank %d: %s [%s]: %s (%lld, %lld)\n", rank, what, mname(), msg, a, b);
     failures++;
 }
 
@@ -32,48 +42,87 @@ static double value(int r, int it, int k, int64_t i)
     return (double)r * 1e6 + (double)it * 1e3 + (double)k * 100.0 + (double)(i % 97);
 }
 
-/* ITERS exchanges over a plan of n entries, every element checked. */
-static void run(const char *what, int n, const int *nbrs, const int *peer, const int *create_peer,
-                const int64_t *scount, const int64_t *rcount)
+/* What a case expects of a plan's entries: partner's entry, counts (receive = the partner's
+ * send); nbrs[k] == MPI_PROC_NULL: nothing arrives and the buffer stays as it was. */
+typedef struct expect {
+    int n;
+    const int *nbrs, *peer;
+    const int64_t *scount, *rcount;
+} expect_t;
+
+/* Checks that auto kept the fastest mode it timed, and that describe says so. */
+static void check_auto(const char *what, const mln_halo_plan_t *plan)
 {
-    mln_halo_plan_t *plan = NULL;
+    mln_halo_mode_t chosen = mln_halo_mode(plan), fastest = MLN_HALO_AUTO;
+    mln_halo_state_t state;
+    double sec, best = 0.0;
+    char line[512];
+
+    for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++) {
+        if (mln_halo_timing(plan, (mln_halo_mode_t)m, &state, &sec) != MLN_OK)
+            fail(what, "auto: timing refused for mode", m, 0);
+        else if (state == MLN_HALO_TIMED && (fastest == MLN_HALO_AUTO || sec < best)) {
+            fastest = (mln_halo_mode_t)m;
+            best = sec;
+        } else if (state == MLN_HALO_WRONG)
+            fail(what, "auto: a mode delivered wrong data in the trial", m, 0);
+    }
+    if (chosen != fastest)
+        fail(what, "auto: chosen, fastest timed", chosen, fastest);
+    if (mln_halo_describe(plan, line, sizeof(line)) <= 0 ||
+        strstr(line, mln_halo_mode_name(chosen)) != line || strstr(line, "auto") == NULL)
+        fail(what, "auto: describe", 0, 0);
+    if (rank == 0 && strcmp(what, "ring") == 0)
+        printf("auto, ring of %d: %s\n", size, line);
+}
+
+/* `iters` exchanges over `plan`, every element checked; frees the plan. */
+static void drive(const char *what, mln_halo_plan_t **plan, const expect_t *x, int iters)
+{
+    const int n = x->n;
     double **sb = calloc((size_t)n + 1, sizeof(double *));
     double **rb = calloc((size_t)n + 1, sizeof(double *));
     mln_status_t st;
 
+    if (mln_halo_size(*plan) != n)
+        fail(what, "size: plan, expected", mln_halo_size(*plan), n);
     for (int k = 0; k < n; k++) {
-        sb[k] = malloc((size_t)(scount[k] + 1) * sizeof(double));
-        rb[k] = malloc((size_t)(rcount[k] + 1) * sizeof(double));
+        sb[k] = malloc((size_t)(x->scount[k] + 1) * sizeof(double));
+        rb[k] = malloc((size_t)(x->rcount[k] + 1) * sizeof(double));
+        if (mln_halo_neighbor(*plan, k) != x->nbrs[k])
+            fail(what, "neighbor: entry, rank", k, mln_halo_neighbor(*plan, k));
     }
-    /* create_peer: what the plan is told (NULL: the occurrence rule); peer: the sender's entry */
-    st = mln_halo_create(MPI_COMM_WORLD, n, nbrs, create_peer, scount, rcount, MPI_DOUBLE,
-                         MLN_HALO_P2P, &plan);
-    if (st != MLN_OK || mln_halo_mode(plan) != MLN_HALO_P2P) {
-        fail(what, "create: status, mode", st, plan ? (long long)mln_halo_mode(plan) : -1LL);
-        goto out;
-    }
-    for (int it = 0; it < ITERS; it++) {
+    if (mode == MLN_HALO_AUTO)
+        check_auto(what, *plan);
+    else if (mln_halo_mode(*plan) != mode)
+        fail(what, "mode of the plan", mln_halo_mode(*plan), mode);
+    for (int it = 0; it < iters; it++) {
         for (int k = 0; k < n; k++) {
-            for (int64_t i = 0; i < scount[k]; i++)
+            for (int64_t i = 0; i < x->scount[k]; i++)
                 sb[k][i] = value(rank, it, k, i);
-            for (int64_t i = 0; i < rcount[k]; i++)
+            for (int64_t i = 0; i < x->rcount[k]; i++)
                 rb[k][i] = -1.0;
         }
-        st = mln_halo_exchange(plan, (const void *const *)sb, (void *const *)rb);
+        st = mln_halo_exchange(*plan, (const void *const *)sb, (void *const *)rb);
         if (st != MLN_OK) {
             fail(what, "exchange: status, iteration", st, it);
-            goto out;
+            MPI_Abort(MPI_COMM_WORLD, 1); /* the others may wait for this rank */
         }
         for (int k = 0; k < n; k++)
-            for (int64_t i = 0; i < rcount[k]; i++)
-                if (rb[k][i] != value(nbrs[k], it, peer[k], i)) {
+            for (int64_t i = 0; i < x->rcount[k]; i++) {
+                double want =
+                    x->nbrs[k] == MPI_PROC_NULL ? -1.0 : value(x->nbrs[k], it, x->peer[k], i);
+                if (rb[k][i] != want) {
                     fail(what, "wrong data: entry, element", k, i);
-                    goto out;
+                    fprintf(stderr, "rank %d:   iteration %d: got %.0f, want %.0f\n", rank, it,
+                            rb[k][i], want);
+                    it = iters; /* finish the exchanges with the others, report once */
+                    break;
                 }
+            }
     }
-out:
-    mln_halo_free(&plan);
-    if (plan != NULL)
+    mln_halo_free(plan);
+    if (*plan != NULL)
         fail(what, "free left the plan set", 0, 0);
     for (int k = 0; k < n; k++) {
         free(sb[k]);
@@ -83,16 +132,32 @@ out:
     free(rb);
 }
 
+/* A plan from a neighbour list (create_peer: what the plan is told; NULL: the occurrence
+ * rule), then `iters` checked exchanges. */
+static void run(const char *what, const expect_t *x, const int *create_peer, int iters)
+{
+    mln_halo_plan_t *plan = NULL;
+    mln_status_t st = mln_halo_create(MPI_COMM_WORLD, x->n, x->nbrs, create_peer, x->scount,
+                                      x->rcount, MPI_DOUBLE, mode, &plan);
+
+    if (st != MLN_OK || plan == NULL) {
+        fail(what, "create: status", st, 0);
+        return;
+    }
+    drive(what, &plan, x, iters);
+}
+
 /* Ring: entry 0 = left, entry 1 = right; my left pairs with the left rank's right.  Counts:
  * to the right 3 + rank (0 from rank 0: a zero-count neighbour), to the left 5 + rank. */
-static void t_ring(void)
+static void t_ring(const char *what, int iters)
 {
     int left = (rank + size - 1) % size, right = (rank + 1) % size;
     int nbrs[2] = {left, right}, peer[2] = {1, 0};
     int64_t scount[2] = {5 + rank, rank == 0 ? 0 : 3 + rank};
     int64_t rcount[2] = {left == 0 ? 0 : 3 + left, 5 + right};
+    expect_t x = {2, nbrs, peer, scount, rcount};
 
-    run("ring", 2, nbrs, peer, peer, scount, rcount);
+    run(what, &x, peer, iters);
 }
 
 /* A line without wrap, 160 doubles each way (the seed's size); no repeats: peer_index NULL. */
@@ -100,6 +165,7 @@ static void t_line(void)
 {
     int nbrs[2], peer[2], n = 0;
     int64_t count[2] = {160, 160};
+    expect_t x = {0, nbrs, peer, count, count};
 
     if (rank > 0) {
         nbrs[n] = rank - 1;
@@ -109,14 +175,17 @@ static void t_line(void)
         nbrs[n] = rank + 1;
         peer[n++] = 0; /* I am the first entry of rank + 1 */
     }
-    run("line", n, nbrs, peer, NULL, count, count);
+    x.n = n;
+    run("line", &x, NULL, ITERS);
 }
 
-/* A periodic 2-D grid: 4 neighbours, minus of an axis pairs with the neighbour's plus. */
+/* A periodic 2-D grid from a list: 4 neighbours, minus of an axis pairs with the neighbour's
+ * plus; 160 doubles along one axis, 7 along the other. */
 static void t_grid(void)
 {
     int dims[2] = {0, 0}, periods[2] = {1, 1}, nbrs[4], peer[4], crank;
     int64_t count[4] = {160, 160, 7, 7};
+    expect_t x = {4, nbrs, peer, count, count};
     MPI_Comm cart;
 
     MPI_Dims_create(size, 2, dims);
@@ -130,11 +199,96 @@ static void t_grid(void)
     MPI_Comm_free(&cart); /* reorder 0: cart ranks are world ranks */
     if (crank != rank)
         fail("grid", "cart rank differs from world rank", crank, rank);
-    run("grid", 4, nbrs, peer, peer, count, count);
+    run("grid", &x, peer, ITERS);
+}
+
+/* mln_halo_create_cart on an ndims grid (periodic or not), `radius` hops, 160 doubles. */
+static void t_cart(const char *what, int ndims, int periodic, int radius)
+{
+    int dims[3] = {0, 0, 0}, periods[3] = {periodic, periodic, periodic}, n = 2 * ndims * radius;
+    int nbrs[24], peer[24];
+    int64_t count[24];
+    expect_t x = {n, nbrs, peer, count, count};
+    mln_halo_plan_t *plan = NULL;
+    MPI_Comm cart;
+    mln_status_t st;
+
+    MPI_Dims_create(size, ndims, dims);
+    MPI_Cart_create(MPI_COMM_WORLD, ndims, dims, periods, 0, &cart);
+    for (int d = 0; d < ndims; d++)
+        for (int h = 1; h <= radius; h++) {
+            int e = 2 * (d * radius + h - 1);
+            MPI_Cart_shift(cart, d, h, &nbrs[e], &nbrs[e + 1]);
+            peer[e] = e + 1;
+            peer[e + 1] = e;
+            count[e] = count[e + 1] = 160;
+        }
+    st = mln_halo_create_cart(cart, radius, 160, MPI_DOUBLE, mode, &plan);
+    if (st != MLN_OK)
+        fail(what, "create_cart: status", st, 0);
+    else
+        drive(what, &plan, &x, ITERS); /* cart ranks are world ranks (reorder 0) */
+    MPI_Comm_free(&cart);
+}
+
+/* Two plans of the same ranks, used in turn: tags and windows must not mix. */
+static void t_two_plans(void)
+{
+    int left = (rank + size - 1) % size, right = (rank + 1) % size;
+    int nbrs[2] = {left, right}, peer[2] = {1, 0};
+    int64_t c1[2] = {3, 3}, c2[2] = {2, 2};
+    double s1[2][3], r1[2][3], s2[2][2], r2[2][2];
+    const void *sp1[2] = {s1[0], s1[1]}, *sp2[2] = {s2[0], s2[1]};
+    void *rp1[2] = {r1[0], r1[1]}, *rp2[2] = {r2[0], r2[1]};
+    mln_halo_plan_t *a = NULL, *b = NULL;
+
+    if (mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, c1, c1, MPI_DOUBLE, mode, &a) != MLN_OK ||
+        mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, c2, c2, MPI_DOUBLE, MLN_HALO_P2P, &b) !=
+            MLN_OK) {
+        fail("two plans", "create", 0, 0);
+        goto out;
+    }
+    for (int it = 0; it < ITERS; it++) {
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 3; i++) {
+                s1[k][i] = value(rank, it, k, i);
+                s2[k][i % 2] = -value(rank, it, k, i % 2);
+            }
+        if (mln_halo_exchange(a, sp1, rp1) != MLN_OK || mln_halo_exchange(b, sp2, rp2) != MLN_OK) {
+            fail("two plans", "exchange, iteration", it, 0);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 3; i++)
+                if (r1[k][i] != value(nbrs[k], it, peer[k], i) ||
+                    r2[k][i % 2] != -value(nbrs[k], it, peer[k], i % 2)) {
+                    fail("two plans", "wrong data: iteration, entry", it, k);
+                    it = ITERS;
+                    break;
+                }
+    }
+out:
+    mln_halo_free(&a);
+    mln_halo_free(&b);
+}
+
+/* Every case in the current mode. */
+static void cases(void)
+{
+    t_ring("ring", ITERS);
+    t_line();
+    t_grid();
+    t_cart("cart 1-D open", 1, 0, 1);
+    t_cart("cart 2-D periodic r2", 2, 1, 2);
+    t_cart("cart 3-D periodic", 3, 1, 1);
+    t_cart("cart 3-D open", 3, 0, 1);
+    t_two_plans();
+    t_ring("ring, many iterations", MANY);
 }
 
 /* Refused on every rank with a status, no hang: counts that do not match, a pairing that is
- * not mutual, a rank out of range, a mode not built yet, NULL plan. */
+ * not mutual, a rank out of range, an RMA mode with a non-contiguous type, not a Cartesian
+ * communicator, NULL plan. */
 static void t_refused(void)
 {
     int right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -142,8 +296,10 @@ static void t_refused(void)
     int64_t count[2] = {4, 4}, uneven[2] = {4, 4}, bad_rank_nbrs_count[1] = {1};
     int bad_nbr[1] = {size};
     mln_halo_plan_t *plan = NULL;
+    MPI_Datatype strided;
     mln_status_t st;
 
+    mode = MLN_HALO_P2P;
     if (rank == 0)
         uneven[1] = 5; /* rank 0 sends 5 to the right, which expects 4 */
     st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, uneven, count, MPI_DOUBLE, MLN_HALO_P2P,
@@ -160,40 +316,129 @@ static void t_refused(void)
                          MPI_DOUBLE, MLN_HALO_P2P, &plan);
     if (st != MLN_ERR_ARG)
         fail("refused", "neighbour out of range: status (expected)", st, MLN_ERR_ARG);
-    for (int m = MLN_HALO_AUTO; m <= MLN_HALO_RMA_SINGLE; m++) {
-        if (m == MLN_HALO_P2P)
-            continue;
-        st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE,
-                             (mln_halo_mode_t)m, &plan);
-        if (st != MLN_ERR_UNSUPPORTED || plan != NULL)
-            fail("refused", "mode not built yet: mode, status", m, st);
-    }
+    st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE,
+                         (mln_halo_mode_t)MLN_HALO_NMODES, &plan);
+    if (st != MLN_ERR_ARG)
+        fail("refused", "mode out of range: status (expected)", st, MLN_ERR_ARG);
+    st = mln_halo_create_cart(MPI_COMM_WORLD, 1, 4, MPI_DOUBLE, MLN_HALO_P2P, &plan);
+    if (st != MLN_ERR_ARG || plan != NULL)
+        fail("refused", "create_cart without a topology: status (expected)", st, MLN_ERR_ARG);
+    /* a strided type: the RMA modes are refused, auto keeps p2p without a trial */
+    MPI_Type_vector(2, 1, 2, MPI_DOUBLE, &strided);
+    MPI_Type_commit(&strided);
+    st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, strided, MLN_HALO_RMA_FENCE,
+                         &plan);
+    if (st != MLN_ERR_UNSUPPORTED || plan != NULL)
+        fail("refused", "rma-fence with a strided type: status (expected)", st,
+             MLN_ERR_UNSUPPORTED);
+    st =
+        mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, strided, MLN_HALO_AUTO, &plan);
+    if (st != MLN_OK || mln_halo_mode(plan) != MLN_HALO_P2P)
+        fail("refused", "auto with a strided type: status, mode", st, mln_halo_mode(plan));
+    mln_halo_free(&plan);
+    MPI_Type_free(&strided);
     if (mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, MLN_HALO_P2P,
                         NULL) != MLN_ERR_ARG)
         fail("refused", "NULL plan pointer accepted", 0, 0);
     if (strcmp(mln_halo_mode_name(MLN_HALO_RMA_PASSIVE), "rma-passive") != 0 ||
-        mln_halo_mode_name((mln_halo_mode_t)7) != NULL)
+        mln_halo_mode_name((mln_halo_mode_t)MLN_HALO_NMODES) != NULL)
         fail("refused", "mode names", 0, 0);
     mln_halo_free(NULL);
     mln_halo_free(&plan);
-    t_ring(); /* nothing left behind: a real exchange still works */
+    t_ring("ring after refusals", ITERS); /* nothing left behind: a real exchange still works */
+}
+
+/* The tunables, each read by a fresh mln_init: MLN_HALO_MODE replaces auto (not an explicit
+ * mode), MLN_HALO_DISABLE refuses a mode and keeps auto from it, a bad word is a config error. */
+static void t_tunables(void)
+{
+    int nbrs[2] = {(rank + size - 1) % size, (rank + 1) % size}, peer[2] = {1, 0};
+    int64_t count[2] = {4, 4};
+    mln_halo_plan_t *plan = NULL;
+    mln_halo_state_t state = MLN_HALO_UNTRIED;
+    mln_status_t st;
+
+    mode = MLN_HALO_AUTO;
+    mln_finalize();
+    setenv("MLN_HALO_MODE", "rma-fence", 1);
+    setenv("MLN_HALO_DISABLE", "rma-pscw,rma-single", 1);
+    mln_init();
+    st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, MLN_HALO_AUTO,
+                         &plan);
+    if (st != MLN_OK || mln_halo_mode(plan) != MLN_HALO_RMA_FENCE)
+        fail("tunables", "MLN_HALO_MODE: status, mode", st, mln_halo_mode(plan));
+    mln_halo_free(&plan);
+    st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, MLN_HALO_RMA_PSCW,
+                         &plan);
+    if (st != MLN_ERR_UNSUPPORTED || plan != NULL)
+        fail("tunables", "disabled mode asked for: status (expected)", st, MLN_ERR_UNSUPPORTED);
+    mln_finalize();
+    unsetenv("MLN_HALO_MODE");
+    mln_init();
+    st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, MLN_HALO_AUTO,
+                         &plan);
+    mln_halo_timing(plan, MLN_HALO_RMA_SINGLE, &state, NULL);
+    if (st != MLN_OK || state != MLN_HALO_DISABLED || mln_halo_mode(plan) == MLN_HALO_RMA_PSCW)
+        fail("tunables", "auto with disabled modes: status, state", st, state);
+    mln_halo_free(&plan);
+    mln_finalize();
+    setenv("MLN_HALO_DISABLE", "rma-fence,bogus", 1);
+    mln_init();
+    st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, MLN_HALO_P2P,
+                         &plan);
+    if (st != MLN_ERR_CONFIG || plan != NULL)
+        fail("tunables", "bad MLN_HALO_DISABLE: status (expected)", st, MLN_ERR_CONFIG);
+    mln_finalize();
+    unsetenv("MLN_HALO_DISABLE");
+    mln_init();
+}
+
+/* --modes a,b,...: the modes to run the cases in (default: all, auto last). */
+static int parse_modes(int argc, char **argv, mln_halo_mode_t *modes)
+{
+    static const char *const all = "p2p,neighbor,rma-fence,rma-pscw,rma-passive,rma-single,auto";
+    const char *list = argc == 3 && strcmp(argv[1], "--modes") == 0 ? argv[2] : all;
+    char buf[256];
+    int n = 0;
+
+    if (argc != 1 && list == all)
+        return -1;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *w = strtok(buf, ","); w != NULL && n < MLN_HALO_NMODES; w = strtok(NULL, ","))
+        if (mln_halo_mode_parse(w, &modes[n++]) != MLN_OK)
+            return -1;
+    return n;
 }
 
 int main(int argc, char **argv)
 {
-    int all = 0;
+    mln_halo_mode_t modes[MLN_HALO_NMODES];
+    int all = 0, nmodes;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if ((nmodes = parse_modes(argc, argv, modes)) < 0) {
+        if (rank == 0)
+            fprintf(stderr, "usage: mpi_halo [--modes p2p,neighbor,...,auto]\n");
+        MPI_Finalize();
+        return 2;
+    }
     if (mln_init() != MLN_OK) {
         fprintf(stderr, "rank %d: mln_init failed\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    t_ring();
-    t_line();
-    t_grid();
+    for (int i = 0; i < nmodes; i++) {
+        int before = failures, mine, sum = 0;
+        mode = modes[i];
+        cases();
+        mine = failures - before;
+        MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("mpi_halo: %-11s %s\n", mname(), sum == 0 ? "ok" : "FAILED");
+    }
     t_refused();
+    t_tunables();
     mln_finalize();
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
