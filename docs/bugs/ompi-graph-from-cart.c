@@ -24,7 +24,8 @@ int main(int argc, char **argv)
     MPI_Dist_graph_neighbors_count(graph, &indeg, &outdeg, &weighted);
     MPI_Get_address(sbuf, &sd[0]);
     MPI_Get_address(rbuf, &rd[0]);
-    rc = MPI_Neighbor_alltoallw(MPI_BOTTOM, counts, sd, types, MPI_BOTTOM, counts, rd, types, graph);
+    rc =
+        MPI_Neighbor_alltoallw(MPI_BOTTOM, counts, sd, types, MPI_BOTTOM, counts, rd, types, graph);
     MPI_Error_string(rc, msg, &len);
     printf("rank %d: degrees %d/%d, alltoallw: %s, rbuf[0] %g\n", rank, indeg, outdeg,
            rc == MPI_SUCCESS ? "ok" : msg, rbuf[0]);
