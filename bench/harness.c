@@ -180,7 +180,7 @@ typedef struct bench_common_opt {
 static const bench_common_opt_t common_opts[] = {
     {"sizes", OPT_SIZES, "SPEC",
      "message sizes: LO:HI = LO, 2*LO, ... HI (0:HI starts 0, 1, 2, ...), a list "
-     "0,1,1000,64K, or both; K/M/G = 2^10/2^20/2^30 (default 1:4M)"},
+     "0,1,1000,64K, or both; K/M/G = 2^10/2^20/2^30"},
     {"reps", OPT_REPS, "N",
      "repetitions per size and test; median, min, max are over them "
      "(default 10)"},
@@ -202,6 +202,11 @@ static const bench_common_opt_t common_opts[] = {
 };
 
 #define NCOMMON (sizeof(common_opts) / sizeof(common_opts[0]))
+
+static const char *bench_default_sizes(const mln_bench_desc_t *d)
+{
+    return d->default_sizes != NULL ? d->default_sizes : "1:4M";
+}
 
 /* Prints `text` wrapped at 100 columns, continuation lines indented by 25. */
 static void usage_text(FILE *fp, const char *text)
@@ -238,7 +243,12 @@ static void bench_usage(const mln_bench_t *b, FILE *fp)
                  common_opts[i].metavar ? " " : "",
                  common_opts[i].metavar ? common_opts[i].metavar : "");
         fprintf(fp, "  %-22s ", flag);
-        usage_text(fp, common_opts[i].help);
+        if (common_opts[i].id == OPT_SIZES) /* the one default a benchmark may set */
+            snprintf(text, sizeof(text), "%s (default %s)", common_opts[i].help,
+                     bench_default_sizes(d));
+        else
+            snprintf(text, sizeof(text), "%s", common_opts[i].help);
+        usage_text(fp, text);
     }
     fprintf(fp, "\n%s options:\n", d->name);
     for (size_t i = 0; i < d->noptions; i++) {
@@ -402,7 +412,7 @@ static mln_status_t bench_parse(mln_bench_t *b, int argc, char **argv)
     mln_iter_rule_default(&b->rule);
     b->reps = 10;
     memset(b->selected, 1, d->ntests);
-    MLN_CHECK(opt_common(b, OPT_SIZES, "1:4M"), st, out);
+    MLN_CHECK(opt_common(b, OPT_SIZES, bench_default_sizes(d)), st, out);
     for (size_t i = 0; i < d->noptions; i++)
         MLN_CHECK(opt_bench(b, &d->options[i], d->options[i].default_value), st, out);
 
@@ -444,6 +454,18 @@ static mln_status_t bench_parse(mln_bench_t *b, int argc, char **argv)
     if (b->rule.min_iters > b->rule.max_iters)
         return mln_bench_fail(b, "--min-iters %lld is above --max-iters %lld",
                               (long long)b->rule.min_iters, (long long)b->rule.max_iters);
+    if (b->rule.warmup >= 0 && b->rule.warmup < d->min_warmup) /* < 0: max(1, iters / 10) */
+        return mln_bench_fail(b,
+                              "--warmup %lld: mln-%s needs at least %lld warm-up iteration(s) "
+                              "(the first iteration at a size sets the test up, untimed)",
+                              (long long)b->rule.warmup, d->name, (long long)d->min_warmup);
+    for (size_t k = 0; d->size_unit > 1 && k < b->sizes.count; k++)
+        if (b->sizes.sizes[k] % d->size_unit != 0)
+            return mln_bench_fail(b,
+                                  "--sizes: %llu bytes is not a multiple of %llu (mln-%s sizes "
+                                  "are whole elements)",
+                                  (unsigned long long)b->sizes.sizes[k],
+                                  (unsigned long long)d->size_unit, d->name);
     if (b->inject) {
         size_t k = 0;
         while (k < b->sizes.count && b->sizes.sizes[k] != b->inject_bytes)
@@ -604,6 +626,21 @@ static void bench_free(mln_bench_t *b)
 
 /* ---- the sweep -------------------------------------------------------------------------- */
 
+/* Wrong bytes in receive slot k after repetition `rep` (see mln_bench_plan_t). */
+static uint64_t slot_wrong(const mln_bench_plan_t *plan, const char *slot, uint64_t bytes, int rep,
+                           int k)
+{
+    int from = plan->recv_from_each != NULL ? plan->recv_from_each[k] : plan->recv_from;
+    int from_slot = plan->recv_slot_each != NULL ? plan->recv_slot_each[k] : k;
+    uint64_t wrong = 0;
+
+    if (from >= 0)
+        return mln_pattern_check(slot, bytes, mln_pattern_seed(from, rep, bytes, from_slot));
+    for (uint64_t i = 0; i < bytes; i++) /* no sender: nothing may have written the slot */
+        wrong += slot[i] != 0;
+    return wrong;
+}
+
 /* Rows i, test j: b->reps repetitions of warm-up, timed loop and validation (see harness.h). */
 static mln_status_t bench_run_test(mln_bench_t *b, size_t i, size_t j)
 {
@@ -638,8 +675,7 @@ static mln_status_t bench_run_test(mln_bench_t *b, size_t i, size_t j)
             b->recv[bytes / 2] ^= 0x01;
         wrong = 0;
         for (int k = 0; k < plan.recv_slots; k++)
-            wrong += mln_pattern_check(b->recv + k * bytes, bytes,
-                                       mln_pattern_seed(plan.recv_from, rep, bytes, k));
+            wrong += slot_wrong(&plan, b->recv + k * bytes, bytes, rep, k);
         MLN_MPI_CHECK(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
         MLN_MPI_CHECK(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st,
                       out);
@@ -660,6 +696,23 @@ static int test_runs_at(const mln_bench_t *b, size_t j, uint64_t bytes)
     const mln_bench_test_t *t = &b->desc->tests[j];
 
     return t->runs_at == NULL || t->runs_at(b, bytes);
+}
+
+/* Every row has a metric (docs/METRICS.md): at each size some selected test runs (setup done:
+ * runs_at may depend on it, e.g. a mode disabled on this MPI). */
+static mln_status_t bench_check_rows(mln_bench_t *b)
+{
+    const mln_bench_desc_t *d = b->desc;
+
+    for (size_t i = 0; i < b->sizes.count; i++) {
+        size_t j = 0;
+        while (j < d->ntests && !(b->selected[j] && test_runs_at(b, j, b->sizes.sizes[i])))
+            j++;
+        if (j == d->ntests)
+            return mln_bench_fail(b, "no selected test runs at %llu bytes (see --help: tests)",
+                                  (unsigned long long)b->sizes.sizes[i]);
+    }
+    return MLN_OK;
 }
 
 /*
@@ -815,6 +868,8 @@ static int bench_prepare(mln_bench_t *b, int *setup_done)
         *setup_done = 1;
         st = d->setup(b);
     }
+    if (st == MLN_OK)
+        st = bench_check_rows(b);
     if (st == MLN_OK && b->rank == 0 && b->json_path != NULL)
         st = mln_bench_report_probe(b, b->json_path);
     if (st == MLN_OK)

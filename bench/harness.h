@@ -16,7 +16,7 @@
  *   fill send slots with the pattern (seed: rank, rep, size, slot)
  *   warm-up iterations; clear the receive slots; MPI_Barrier
  *   t0 = MPI_Wtime(); `iters` timed iterations; t = (MPI_Wtime() - t0) / iters
- *   check every receive slot against the sender's pattern (wrong bytes)
+ *   check every receive slot against its sender's pattern (wrong bytes; see mln_bench_plan_t)
  *   MPI_Allreduce(MAX) of t, MPI_Allreduce(SUM) of wrong bytes; metric = test->value(t)
  * and reports the median, min and max of the metric over the repetitions.  docs/METRICS.md
  * defines every rule.
@@ -50,11 +50,18 @@ typedef struct mln_bench_metric {
     int higher_is_better;
 } mln_bench_metric_t;
 
-/* What this rank does in one test at one message size (the test's plan hook fills it). */
+/*
+ * What this rank does in one test at one message size (the test's plan hook fills it).
+ * Receive slot k must hold the pattern of send slot recv_slot_each[k] of rank
+ * recv_from_each[k]; without those arrays (NULL), of send slot k of rank recv_from.  A sender
+ * below 0 means the slot receives nothing: it must keep the zeros it was cleared to.
+ */
 typedef struct mln_bench_plan {
     int send_slots; /* messages sent per iteration, each from its own slot of the send buffer */
     int recv_slots; /* messages received per iteration, each into its own slot */
     int recv_from;  /* rank whose pattern the receive slots must hold (when recv_slots > 0) */
+    const int *recv_from_each; /* [recv_slots] or NULL: the sender of each slot (many senders) */
+    const int *recv_slot_each; /* [recv_slots] or NULL: the sender's slot for each slot */
 } mln_bench_plan_t;
 
 /* The arguments of one iteration.  Slot k of a buffer starts at k * bytes. */
@@ -116,7 +123,11 @@ typedef struct mln_bench_desc {
     const mln_bench_column_t *columns; /* may be NULL */
     size_t ncolumns;
     int min_ranks;
-    size_t state_size; /* calloc'ed, options applied; see mln_bench_state */
+    const char *default_sizes; /* --sizes when not given; NULL: "1:4M" */
+    uint64_t size_unit;        /* > 1: every size must be a multiple of it (e.g. an element) */
+    int64_t min_warmup;        /* 0, or 1 where the first iteration at a size sets the test up
+                                * (--warmup 0 is then an error; the automatic one is >= 1) */
+    size_t state_size;         /* calloc'ed, options applied; see mln_bench_state */
     /*
      * After option parsing and before mln_init (which reads the MLN_* tunables once): check
      * the options that choose tunables and set them with setenv.  Runs on every rank of

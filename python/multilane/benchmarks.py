@@ -15,6 +15,8 @@ PT2PT_TESTS = ("latency", "bw", "bibw")
 BCAST_TESTS = ("bcast", "stock", "paired")
 BCAST_ALGOS = ("stock", "mpi", "sme", "hier", "auto")
 STRIPE_TESTS = ("pingpong", "stream", "overlap")
+HALO_TESTS = ("p2p", "neighbor", "rma-fence", "rma-pscw", "rma-passive", "rma-single", "auto")
+HALO_ELEMENT = 8  # bytes of one MPI_DOUBLE: a halo message size is whole elements
 MAX_LANES = 64  # tcp:N and mpi:N
 MAX_HELPERS = 16  # helper:K
 LANES_HELP = (
@@ -291,11 +293,63 @@ BCAST = Benchmark(
     every_host=True,
 )
 
-BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType({b.name: b for b in (PT2PT, STRIPE, BCAST)})
+
+def _int_from(low: int, high: int, what: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"expected {what} from {low} to {high}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _halo_sizes(value: object) -> str:
+    text = _size_spec(value)
+    odd = [n for n in parse_size_spec(text) if n % HALO_ELEMENT]
+    if odd:
+        raise ValueError(
+            f"expected multiples of {HALO_ELEMENT} bytes (whole doubles), not "
+            f"{', '.join(map(str, odd[:3]))}{' ...' if len(odd) > 3 else ''}"
+        )
+    return text
+
+
+HALO = Benchmark(
+    name="halo",
+    program="mln-halo",
+    description="halo exchange (mln_halo_exchange) on a Cartesian grid of all ranks, one test "
+    "per mode (p2p, neighbor, rma-fence, rma-pscw, rma-passive, rma-single, auto); a size is "
+    "the bytes of one neighbour's message",
+    options=MappingProxyType(
+        {
+            "dims": Option("--dims", _int_from(1, 3, "grid axes"), "axes of the grid: 1, 2 or 3"),
+            "radius": Option(
+                "--radius", _int_from(1, 4, "a radius"), "neighbours per side of each axis"
+            ),
+            "periodic": Option("--periodic", _zero_one, "1: every axis wraps around"),
+            **_sweep_options("8:1M or 0,1280"),
+            "sizes": Option("--sizes", _halo_sizes, "bytes per neighbour message, multiples of 8"),
+            "tests": Option(
+                "--tests",
+                _choices(HALO_TESTS),
+                "subset of the modes; a mode disabled on the MPI is skipped",
+            ),
+        }
+    ),
+    min_ranks=1,
+    # the grid is connected, so with ranks on two sites at least one neighbour message per
+    # iteration crosses between them
+    payload=MappingProxyType({f"{t.replace('-', '_')}_us": "1" for t in HALO_TESTS}),
+    every_host=True,
+)
+
+BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(
+    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO)}
+)
 
 
 def placement_text() -> str:
-    """Where the ranks of a test-bed run go: 'one host per site (bcast: every host)'."""
+    """Where the ranks of a test-bed run go: 'one host per site (bcast, halo: every host)'."""
     every = [b.name for b in BENCHMARKS.values() if b.every_host]
     return "one host per site" + (f" ({', '.join(every)}: every host)" if every else "")
 

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from multilane.benchmarks import BCAST, BENCHMARKS, STRIPE, Lanes, parse_lanes, placement_text
+from multilane.benchmarks import (
+    BCAST,
+    BENCHMARKS,
+    HALO,
+    STRIPE,
+    Lanes,
+    parse_lanes,
+    placement_text,
+)
 from multilane.errors import UsageError
 from multilane.testbed.launch import payload_bytes
 
@@ -189,10 +197,10 @@ def test_bcast_options_refused(key: str, value: object, message: str) -> None:
 
 
 def test_bcast_placement_and_payload() -> None:
-    """bcast runs on every test-bed host (a collective over nodes), pt2pt and stripe on the
+    """bcast and halo run on every test-bed host (collectives over nodes), pt2pt and stripe on the
     first host of each site; every timed broadcast crosses the WAN at least once."""
-    assert [b.name for b in BENCHMARKS.values() if b.every_host] == ["bcast"]
-    assert placement_text() == "one host per site (bcast: every host)"
+    assert [b.name for b in BENCHMARKS.values() if b.every_host] == ["bcast", "halo"]
+    assert placement_text() == "one host per site (bcast, halo: every host)"
     assert BCAST.helpers_per_host({"leaders": 4}) == 0
     doc = {
         "provenance": {"params": {"reps": 2}},
@@ -203,3 +211,61 @@ def test_bcast_placement_and_payload() -> None:
         ],
     }
     assert payload_bytes(doc, BCAST.payload) == (2 * 4096 * 5 + (1 << 20)) * 2
+
+
+# ---- the halo benchmark's options (no build needed) ----------------------------------------
+
+
+def test_halo_options() -> None:
+    args = HALO.option_args(
+        {"dims": 3, "radius": 4, "periodic": False, "sizes": "0,8:1M,1280", "tests": "p2p,auto"}
+    )
+    assert args == [
+        "--dims", "3", "--radius", "4", "--periodic", "0", "--sizes", "0,8:1M,1280",
+        "--tests", "p2p,auto",
+    ]  # fmt: skip
+    every = "p2p,neighbor,rma-fence,rma-pscw,rma-passive,rma-single,auto"
+    assert HALO.option_args({"tests": every}) == ["--tests", every]
+    assert HALO.min_ranks == 1 and HALO.program == "mln-halo"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("dims", 0, "dims: expected grid axes from 1 to 3, got 0"),
+        ("dims", 4, "dims: expected grid axes from 1 to 3, got 4"),
+        ("dims", "2", "dims: expected grid axes from 1 to 3, got '2'"),
+        ("radius", 5, "radius: expected a radius from 1 to 4, got 5"),
+        ("radius", True, "radius: expected a radius from 1 to 4, got True"),
+        ("periodic", 2, "periodic: expected 0 or 1"),
+        (
+            "sizes",
+            "1:4M",
+            "sizes: expected multiples of 8 bytes (whole doubles), not 1, 2, 4",
+        ),
+        ("sizes", "1280,12", "sizes: expected multiples of 8 bytes (whole doubles), not 12"),
+        ("sizes", "3,5,7,9,16", "not 3, 5, 7 ..."),
+        ("sizes", "8:", "sizes: "),
+        ("tests", "rma", "tests: unknown name(s) rma (known: p2p, neighbor, rma-fence"),
+        ("algo", "sme", "unknown option 'algo' for halo (known: dims, radius, periodic"),
+    ],
+)
+def test_halo_options_refused(key: str, value: object, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        HALO.option_args({key: value})
+    assert message in str(info.value)
+
+
+def test_halo_payload() -> None:
+    """Every mode's metric counts one message per iteration as crossing between sites; a mode
+    disabled on the MPI (no key in the rows) counts nothing."""
+    assert set(HALO.payload) == {
+        "p2p_us", "neighbor_us", "rma_fence_us", "rma_pscw_us", "rma_passive_us",
+        "rma_single_us", "auto_us",
+    }  # fmt: skip
+    doc = {
+        "provenance": {"params": {"reps": 2}},
+        "metrics": [{"name": "p2p_us"}, {"name": "rma_pscw_us"}, {"name": "auto_us"}],
+        "rows": [{"bytes": 1280, "iters": 10, "auto_mode": 1, "p2p_us": 5.0, "auto_us": 5.1}],
+    }
+    assert payload_bytes(doc, HALO.payload) == 1280 * 10 * 2 * 2

@@ -50,7 +50,7 @@ def test_bench_bad_input(fake_root: Path, args: list[str], fragment: str) -> Non
 
 def test_unknown_benchmark(fake_root: Path) -> None:
     proc = multilane(["bench", "nope"], clean_env(fake_root))
-    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt, stripe, bcast)")
+    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo)")
 
 
 def test_invalid_tunable_is_refused_before_launch(fake_root: Path) -> None:
@@ -347,7 +347,7 @@ def test_bench_help_names_bcast_options() -> None:
     assert "--algo NAME bcast: stock, mpi, sme, hier or auto" in text
     assert "--leaders L bcast: sme: leaders per node L (0: default)" in text
     assert "--root R bcast: the broadcasting rank" in text
-    assert "one host per site (bcast: every host)" in text
+    assert "one host per site (bcast, halo: every host)" in text
 
 
 def test_bench_bcast_flow(fake_root: Path, tmp_path: Path) -> None:
