@@ -53,6 +53,7 @@ class BenchRequest:
     meta: Mapping[str, str] = field(default_factory=dict)  # more --meta KEY=VALUE
     scenario: Path | None = None  # run across the hosts of this scenario's live test bed
     ppn: int | None = None  # ranks per test-bed host; None: the default (resolve_ranks)
+    hosts: int | None = None  # only the first N test-bed hosts, in site order; None: placement
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,12 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     testbed = _testbed_run(request, ctx, bench.name)
     if testbed is not None:
         request = replace(request, np=testbed.placement.np, transport="tcp")
-        if note:
-            note += f"; {testbed.placement.np} ranks on {len(testbed.placement.hosts)} hosts"
+        if note or request.hosts is not None:
+            on = len(testbed.placement.hosts)
+            note += f"{'; ' if note else ''}{testbed.placement.np} ranks on {on} host"
+            note += "s" if on != 1 else ""
+            if request.hosts is not None:
+                note += f" (hosts = {request.hosts}: the first of the test bed's)"
     assert request.np is not None
     if request.np < bench.min_ranks:
         raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
@@ -230,7 +235,13 @@ def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun |
     ppn = request.ppn or DEFAULT_PPN
     every_host = get_benchmark(request.benchmark).every_host
     return tblaunch.placement(
-        ctx, request.scenario, scenario.network, ppn, name, every_host=every_host
+        ctx,
+        request.scenario,
+        scenario.network,
+        ppn,
+        name,
+        every_host=every_host,
+        hosts=request.hosts,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from . import __version__, bcast_report, paths, stripe_report
+from . import __version__, bcast_report, halo_report, paths, stripe_report
 from .errors import MultilaneError
 from .figures import size_axis
 from .results import is_result, load_result, read_json, run_label
@@ -20,6 +20,7 @@ from .testbed.check import CHECK_SCHEMA
 
 MAX_CELL = 60
 DPI = 110
+SUMMARY_COLUMNS = 4  # panels per row of <benchmark>-summary.png
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,14 @@ def plot_metric(runs: list[Run], benchmark: str, metric: dict[str, Any], path: P
 def plot_summary(
     runs: list[Run], benchmark: str, metrics: list[dict[str, Any]], path: Path
 ) -> None:
-    """One PNG with a panel per metric (latency and bandwidths side by side)."""
-    fig = Figure(figsize=(6 * len(metrics), 4.8), dpi=DPI, layout="constrained")
-    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    """One PNG with a panel per metric (latency and bandwidths side by side), at most
+    SUMMARY_COLUMNS panels a row (halo has seven metrics, one per mode)."""
+    ncols = min(len(metrics), SUMMARY_COLUMNS)
+    nrows = -(-len(metrics) // ncols)
+    fig = Figure(figsize=(6 * ncols, 4.8 * nrows), dpi=DPI, layout="constrained")
+    axes = [ax for row in fig.subplots(nrows, ncols, squeeze=False) for ax in row]
+    for ax in axes[len(metrics) :]:
+        ax.set_axis_off()
     for ax, metric in zip(axes, metrics):
         _draw(ax, runs, metric, f"{metric['name']} [{metric['unit']}]", max_ticks=8)
     fig.suptitle(f"{benchmark} ({len(runs)} runs)")
@@ -262,7 +268,11 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             md += ["", f"### {metric['name']} [{metric['unit']}]", "", metric["description"]]
             md += ["", *table, "", f"![{title}]({png.name})"]
             text += ["", title, *table]
-        sections = {"stripe": stripe_report.section, "bcast": bcast_report.section}
+        sections = {
+            "stripe": stripe_report.section,
+            "bcast": bcast_report.section,
+            "halo": halo_report.section,
+        }
         if benchmark in sections:
             part = sections[benchmark](runs, checks, out_dir, _table)
             md += part.markdown

@@ -15,6 +15,8 @@
     label = "openmpi-tcp-4"
     np = 4
     [network]                         # the emulated test bed (testbed/topology.py)
+                                      # with it, runs take ppn = 2 (ranks per host) and
+                                      # hosts = 1 (only the first N hosts, site by site)
     testbed_check = true              # (top level) testbed check first: testbed-check.json
                                       # (iperf3 with 1 and 8 streams; [1, 2, 4]: those counts)
 
@@ -43,9 +45,13 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 TOP_KEYS = ("name", "description", "testbed_check", "network", "defaults", "matrix", "run")
-RUN_KEYS = ("benchmark", "mpi", "transport", "np", "ppn", "label", "timeout", "env", "args")
-MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn")  # and any benchmark option
+MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn", "hosts")  # and benchmark options
+RUN_KEYS = (*MATRIX_KEYS, "label", "timeout", "env", "args")
 LOCAL_ONLY_KEYS = ("transport", "np")  # a [network] scenario places ranks by site (ppn)
+NETWORK_ONLY_KEYS = {
+    "ppn": "ppn needs a [network] (ranks per host)",
+    "hosts": "hosts needs a [network] (how many of its hosts the ranks go to)",
+}
 DEFAULT_BENCHMARK = "pt2pt"
 
 
@@ -90,7 +96,7 @@ def _check_common(key: str, value: Any) -> str | None:
             problem = f"unknown MPI '{value}' (known: {', '.join(mpimod.KNOWN)})"
         elif key == "transport" and value not in TRANSPORTS:
             problem = f"unknown transport '{value}' (known: {', '.join(TRANSPORTS)})"
-    elif key in ("np", "ppn"):
+    elif key in ("np", "ppn", "hosts"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             problem = f"expected a positive integer, got {value!r}"
     elif key == "timeout":
@@ -170,6 +176,7 @@ class _Loader:
             env=dict(merged.get("env", {})),
             meta={"scenario": name},
             ppn=merged.get("ppn"),
+            hosts=merged.get("hosts"),
         )
 
     def matrix_option(self, key: str, values: list[Any], benchmark: str | None) -> None:
@@ -198,13 +205,26 @@ def _matrix_label(combo: Mapping[str, Any]) -> str:
     """A run's label from its matrix values: 'openmpi-tcp', 'np4', 'openmpi-tcp:8', 'window16'."""
     parts = []
     for key, value in combo.items():
-        if key == "np":
-            parts.append(f"np{value}")
+        if key in ("np", "hosts"):
+            parts.append(f"{key}{value}")
         elif key in MATRIX_KEYS or key == "lanes":
             parts.append(str(value))
         else:
             parts.append(f"{key}{value}")
     return "-".join(parts)
+
+
+def check_hosts(loader: _Loader, where: str, value: object, network: Network) -> None:
+    """`hosts` (or each value of matrix.hosts) from 1 to the test bed's host count."""
+    hosts = network.hosts
+    for i, count in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(count, int) and not isinstance(count, bool) and count > len(hosts):
+            names = ", ".join(h.name for h in hosts)
+            raise loader.fail(
+                where + (f"[{i}]" if isinstance(value, list) else ""),
+                f"{count} hosts asked, the test bed has {len(hosts)} ({names}): "
+                f"expected 1 to {len(hosts)}",
+            )
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -270,8 +290,10 @@ def load_scenario(path: Path) -> Scenario:
                     f"not for a scenario with a [network]: its runs go {placement_text()} "
                     "over the emulated network (use ppn for ranks per host)",
                 )
-            if network is None and key == "ppn":
-                raise loader.fail(f"{where}.{key}", "ppn needs a [network] (ranks per host)")
+            if network is None and key in NETWORK_ONLY_KEYS:
+                raise loader.fail(f"{where}.{key}", NETWORK_ONLY_KEYS[key])
+            if network is not None and key == "hosts":
+                check_hosts(loader, f"{where}.{key}", table[key], network)
     if network is not None:
         requests = [replace(r, scenario=path, transport="tcp") for r in requests]
     elif check_streams:

@@ -401,7 +401,7 @@ def test_bcast_options_in_a_scenario(tmp_path: Path) -> None:
         (
             '[[run]]\nmpi = "mpich"\nbenchmark = "bcast"\nnp = 8\n' + NETWORK,
             "run[0].np",
-            "its runs go one host per site (bcast: every host) over the emulated network",
+            "its runs go one host per site (bcast, halo: every host) over the emulated network",
         ),
     ],
 )
@@ -415,3 +415,92 @@ def test_streams_text() -> None:
     assert streams_text((1, 2, 4, 8)) == "1, 2, 4 and 8 streams"
     assert streams_text((1,)) == "1 stream"
     assert streams_text((4,)) == "4 streams"
+
+
+# ---- hosts = N: only the first N test-bed hosts; the shipped scenarios -------------------
+
+
+def test_every_shipped_scenario_loads() -> None:
+    paths = sorted((REPO / "scenarios").glob("*.toml"))
+    assert len(paths) >= 10
+    for path in paths:
+        load_scenario(path)  # ScenarioError names the file, key and problem
+
+
+def test_hosts_in_runs_and_matrix(tmp_path: Path) -> None:
+    two = two_sites_network("100mbit", "1ms", hosts=2)  # a1, a2, b1, b2
+    path = _write(
+        tmp_path,
+        '[defaults]\nmpi = "openmpi"\nbenchmark = "bcast"\nppn = 2\n[matrix]\nhosts = [1, 4]\n'
+        '[[run]]\nlabel = "three"\nhosts = 3\n[[run]]\nlabel = "all"\n' + two,
+    )
+    runs = load_scenario(path).runs
+    assert [(r.label, r.hosts, r.ppn) for r in runs] == [
+        ("hosts1", 1, 2), ("hosts4", 4, 2), ("three", 3, 2), ("all", None, 2),
+    ]  # fmt: skip
+    assert all("hosts" not in r.options for r in runs)  # a run key, not a program option
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ('[[run]]\nmpi = "openmpi"\nhosts = 1\n', "run[0].hosts", "hosts needs a [network]"),
+        ('[[run]]\nmpi = "openmpi"\nhosts = 0\n' + NETWORK, "run[0].hosts", "positive integer"),
+        ('[[run]]\nmpi = "openmpi"\nhosts = "2"\n' + NETWORK, "run[0].hosts", "got '2'"),
+        (
+            '[[run]]\nmpi = "openmpi"\nhosts = 3\n' + NETWORK,
+            "run[0].hosts",
+            "3 hosts asked, the test bed has 2 (a1, b1): expected 1 to 2",
+        ),
+        (
+            '[defaults]\nmpi = "openmpi"\nhosts = 9\n' + NETWORK,
+            "defaults.hosts",
+            "9 hosts asked, the test bed has 2 (a1, b1): expected 1 to 2",
+        ),
+        (
+            '[defaults]\nmpi = "openmpi"\n[matrix]\nhosts = [1, 5]\n' + NETWORK,
+            "matrix.hosts[1]",
+            "5 hosts asked, the test bed has 2",
+        ),
+        ('[defaults]\nmpi = "openmpi"\n[matrix]\nhosts = [1, 0]\n', "matrix.hosts[1]", "positive"),
+    ],
+)
+def test_hosts_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    _refused(_write(tmp_path, text), where, problem)
+
+
+def test_seed002_halo_scenario() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "seed002-halo.toml")
+    assert scenario.network == load_scenario(REPO / "scenarios" / "lan-4host.toml").network
+    assert scenario.name == "seed002-halo" and not scenario.testbed_check
+    runs = scenario.runs
+    assert len(runs) == 14
+    table = [r for r in runs if r.options["sizes"] == "1280"]
+    assert sorted((r.mpi, r.hosts, r.ppn, r.options["dims"]) for r in table) == sorted(
+        (mpi, hosts, 8 // hosts, dims)
+        for mpi in ("openmpi", "mpich")
+        for hosts in (1, 4)
+        for dims in (1, 2, 3)
+    )  # 8 ranks each: a ring of 8, 4x2, 2x2x2
+    for run in runs:
+        assert run.benchmark == "halo" and run.transport == "tcp"
+        assert run.options["tests"].split(",") == [
+            "p2p", "neighbor", "rma-fence", "rma-pscw", "rma-passive", "rma-single", "auto",
+        ]  # fmt: skip
+        assert run.options["periodic"] == 1 and run.options["radius"] == 1
+        assert run.options["reps"] >= 3 and run.timeout_s is not None
+    for run in table:  # at least 1000 timed iterations per cell (MPICH: in several reps)
+        assert run.options["min_iters"] == run.options["max_iters"]
+        assert run.options["max_iters"] * run.options["reps"] >= 1000
+        assert run.options["max_iters"] == 1000 or run.mpi == "mpich"
+    sweeps = [r for r in runs if r not in table]
+    assert [(r.mpi, r.hosts, r.ppn, r.options["dims"]) for r in sweeps] == [
+        ("openmpi", 1, 8, 2), ("mpich", 1, 8, 2),
+    ]  # fmt: skip
+    for run in sweeps:
+        sizes = parse_size_spec(run.options["sizes"])
+        assert sizes == [8, 64, 512, 1280, 4096, 32768, 262144, 2**20]
+        # the harness rule: budget / size within [min, max]: max_iters up to 1280 B
+        budget, low, high = (run.options[k] for k in ("iter_budget", "min_iters", "max_iters"))
+        assert [min(max(budget // s, low), high) for s in sizes][:4] == [high] * 4
+        assert min(max(budget // 2**20, low), high) == low == 20

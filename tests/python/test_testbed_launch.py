@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane
+from conftest import FAKE_CONFIG, REPO_ROOT, _script, clean_env, multilane
 from multilane.bench import BenchRequest, prepare
 from multilane.benchmarks import PT2PT
 from multilane.context import Context
 from multilane.errors import UsageError
 from multilane.scenario import load_scenario
-from multilane.testbed.launch import payload_bytes, placement
+from multilane.testbed.launch import crossed_link, payload_bytes, placement
 from multilane.testbed.state import State
 
 
@@ -129,3 +129,61 @@ def test_bench_bcast_launch_on_every_host(fake_root: Path, tmp_path: Path) -> No
     assert "--host a1:2,a2:2,b1:2,b2:2" in argv[2] and "-np 8" in argv[2]
     assert "--algo sme --leaders 2" in argv[2] and "--meta hosts=a1,a2,b1,b2" in argv[2]
     assert run.testbed is not None and run.testbed.placement.hosts == ("a1", "a2", "b1", "b2")
+
+
+def test_placement_first_hosts(tmp_path: Path) -> None:
+    """hosts = N: the first N hosts site by site, whatever the benchmark's own placement."""
+    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    network = load_scenario(BCAST_2SITE).network
+    assert network is not None
+    one = placement(ctx, BCAST_2SITE, network, 8, "halo", every_host=True, hosts=1)
+    assert one.placement.hosts == ("a1",) and one.placement.np == 8 and one.sites == 1
+    assert one.to_json()["hosts"] == ["a1"] and one.to_json()["host_limit"] == 1
+    three = placement(ctx, BCAST_2SITE, network, 2, "pt2pt", hosts=3)
+    assert three.placement.hosts == ("a1", "a2", "b1") and three.sites == 2
+    every = placement(ctx, BCAST_2SITE, network, 2, "bcast", every_host=True)
+    assert every.sites == 2 and "host_limit" not in every.to_json()
+    for bad in (0, 5):
+        with pytest.raises(UsageError, match=rf"halo: hosts {bad}: the test bed has 4 hosts "
+                           r"\(a1, a2, b1, b2\): expected 1 to 4"):  # fmt: skip
+            placement(ctx, BCAST_2SITE, network, 2, "halo", every_host=True, hosts=bad)
+
+
+def test_no_crossing_to_prove_within_one_site(tmp_path: Path) -> None:
+    """Ranks on the hosts of one site move nothing over the WAN: no delay-line proof."""
+    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    network = load_scenario(BCAST_2SITE).network
+    assert network is not None
+    run = placement(ctx, BCAST_2SITE, network, 2, "halo", every_host=True, hosts=2)
+    assert run.placement.hosts == ("a1", "a2") and run.sites == 1
+    assert crossed_link(run, 0, 12345) == ({"payload_bytes_min": 12345}, "")
+
+
+def test_bench_halo_launch_on_one_host(fake_root: Path, tmp_path: Path) -> None:
+    """A halo run with hosts = 1: every rank on the first host (fake MPI tree; the command
+    is built, not run), for both MPIs' launchers."""
+    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    ctx = Context(
+        root=fake_root, env={**ctx.env, "MULTILANE_ROOT": str(fake_root)}, ncpus=2, euid=0
+    )
+    mpich = fake_root / ".deps" / "mpich"  # a fake MPICH beside the fake Open MPI
+    (mpich / ".multilane-mpi").parent.mkdir(parents=True)
+    (mpich / ".multilane-mpi").write_text("mpich 9.9.9\n")
+    _script(mpich / "bin" / "mpichversion", 'print("MPICH Version:      9.9.9")')
+    _script(mpich / "bin" / "mpiexec", "")
+    _script(mpich / "bin" / "mpicc", "")
+    _script(fake_root / "build" / "mpich" / "bin" / "mln-config", FAKE_CONFIG)
+    for mpi in ("openmpi", "mpich"):
+        _script(fake_root / "build" / mpi / "bin" / "mln-halo", "")
+        request = BenchRequest(
+            "halo", mpi=mpi, options={"dims": 3}, scenario=BCAST_2SITE, ppn=8, hosts=1
+        )
+        run = prepare(request, ctx, tmp_path / f"out-{mpi}")
+        assert run.request.np == 8 and run.request.transport == "tcp"
+        assert run.note == "8 ranks on 1 host (hosts = 1: the first of the test bed's)"
+        argv = list(run.launch.argv)
+        assert argv[:2] == [str(tmp_path / "state" / "agent"), "a1"]
+        where = "--host a1:8" if mpi == "openmpi" else "-hosts a1 -ppn 8 -n 8"
+        assert where in argv[2] and "--dims 3" in argv[2], argv[2]
+        assert "--meta hosts=a1 " in argv[2]
+        assert run.testbed is not None and run.testbed.to_json()["host_limit"] == 1

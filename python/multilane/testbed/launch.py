@@ -29,6 +29,8 @@ class TestbedRun:
     bed: Testbed
     placement: HostPlacement
     scenario: str
+    sites: int = 2  # sites the placement's hosts are in: with 1, no byte has a WAN to cross
+    host_limit: int | None = None  # the run's `hosts = N` (the first N hosts); None: not set
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """`argv` started inside the first host (with its words intact)."""
@@ -53,14 +55,18 @@ class TestbedRun:
 
     def to_json(self) -> dict[str, Any]:
         """Provenance of the placement."""
-        return {
+        doc: dict[str, Any] = {
             "scenario": self.scenario,
             "prefix": self.bed.state.prefix,
             "hosts": list(self.placement.hosts),
             "ppn": self.placement.ppn,
             "subnet": self.placement.subnet,
             "wan_mode": self.bed.state.wan_mode,
+            "sites": self.sites,
         }
+        if self.host_limit is not None:
+            doc["host_limit"] = self.host_limit
+        return doc
 
 
 def placement(
@@ -71,8 +77,10 @@ def placement(
     name: str,
     *,
     every_host: bool = False,
+    hosts: int | None = None,
 ) -> TestbedRun:
     """One host per site (the first of each), or with `every_host` every host site by site,
+    or with `hosts` the first `hosts` hosts site by site (1 .. all; the run's `hosts = N`),
     `ppn` ranks each, on the live test bed built from `scenario`; UsageError when none is up,
     or one from another scenario."""
     bed = Testbed.load(ctx)
@@ -86,23 +94,34 @@ def placement(
         )
     if not bed.state.complete:
         raise UsageError("the test bed is INCOMPLETE (a failed up): run multilane testbed down")
-    if every_host:
-        hosts = tuple(h.name for h in network.hosts)
+    if hosts is not None:
+        if isinstance(hosts, bool) or not 1 <= hosts <= len(network.hosts):
+            names = ", ".join(h.name for h in network.hosts)
+            raise UsageError(
+                f"{name}: hosts {hosts!r}: the test bed has {len(network.hosts)} hosts "
+                f"({names}): expected 1 to {len(network.hosts)}"
+            )
+        chosen = network.hosts[:hosts]
+    elif every_host:
+        chosen = network.hosts
     elif not network.wan and len(network.sites) < 2:
-        hosts = tuple(h.name for h in network.sites[0].hosts[:2])
+        chosen = network.sites[0].hosts[:2]
     else:
-        hosts = tuple(site.hosts[0].name for site in network.sites)
-    if len(hosts) < 2:
+        chosen = tuple(site.hosts[0] for site in network.sites)
+    if hosts is None and len(chosen) < 2:
         raise UsageError(f"{name}: the scenario has fewer than 2 hosts to spread ranks over")
-    iface = bed.host(hosts[0]).interface
-    place = HostPlacement(hosts, ppn, str(bed.agent), network.subnet, iface)
-    return TestbedRun(bed, place, str(where))
+    names = tuple(h.name for h in chosen)
+    iface = bed.host(names[0]).interface
+    place = HostPlacement(names, ppn, str(bed.agent), network.subnet, iface)
+    sites = len({h.site for h in chosen})
+    return TestbedRun(bed, place, str(where), sites=sites, host_limit=hosts)
 
 
 def crossed_link(run: TestbedRun, before: int, moved: int) -> tuple[dict[str, int], str]:
     """Compare the delay lines' bytes with the payload moved; (record, problem or '')."""
-    if run.bed.state.wan_mode != "delayline":
-        return {"payload_bytes_min": moved}, ""  # LAN scenario or bridge stand-in: no counter
+    if run.bed.state.wan_mode != "delayline" or run.sites < 2:
+        # bridge stand-in: no counter; ranks in one site (a LAN, hosts = 1): no WAN to cross
+        return {"payload_bytes_min": moved}, ""
     after = run.wan_tx_bytes()
     record = {"wan_tx_bytes": after - before, "payload_bytes_min": moved}
     if after - before < moved:
