@@ -183,6 +183,11 @@ int mln_halo_neighbor(const mln_halo_plan_t *plan, int k);
 const char *mln_halo_mode_name(mln_halo_mode_t mode);
 mln_status_t mln_halo_mode_parse(const char *name, mln_halo_mode_t *mode);
 
+/* Whether `mode` is disabled here (MLN_HALO_DISABLE, or its built-in list for this MPI): *disabled
+ * 1 or 0, and *why (if not NULL) the reason or NULL.  Needs mln_init; MLN_ERR_CONFIG for a bad
+ * MLN_HALO_DISABLE.  AUTO is never disabled. */
+mln_status_t mln_halo_disabled(mln_halo_mode_t mode, int *disabled, const char **why);
+
 /* What auto found for one mode (the same on every rank). */
 typedef enum mln_halo_state {
     MLN_HALO_UNTRIED = 0, /* not tried: the plan was made with a fixed mode */

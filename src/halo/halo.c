@@ -272,6 +272,24 @@ static const char *disabled_why(mln_halo_mode_t mode)
     return "named in MLN_HALO_DISABLE";
 }
 
+mln_status_t mln_halo_disabled(mln_halo_mode_t mode, int *disabled, const char **why)
+{
+    mln_context_t *ctx = mln_context();
+    unsigned mask = 0;
+    mln_status_t st;
+
+    if (ctx == NULL)
+        return MLN_ERR_NOT_INIT;
+    if (mln_halo_mode_name(mode) == NULL || disabled == NULL)
+        return MLN_ERR_ARG;
+    if ((st = disabled_modes(ctx->cfg.halo_disable, &mask)) != MLN_OK)
+        return st;
+    *disabled = mode != MLN_HALO_AUTO && (mask & (1u << mode)) != 0;
+    if (why != NULL)
+        *why = *disabled ? disabled_why(mode) : NULL;
+    return MLN_OK;
+}
+
 /* ---- creation --------------------------------------------------------------------------- */
 
 /* The arguments every rank can check alone (each rank then agrees with the others). */
@@ -474,7 +492,7 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
     mln_halo_plan_t *p = NULL;
     const char *why = "asked for";
     unsigned disabled = 0;
-    int code = OK_HERE, any = 0, esize = 0;
+    int code = OK_HERE, any = 0, esize = 0, contiguous = 0;
     MPI_Count offset = 0;
     mln_status_t st = MLN_OK;
 
@@ -496,8 +514,10 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
         code = BAD_CONFIG;
     else if (mode != MLN_HALO_AUTO && (disabled & (1u << mode)))
         code = MODE_DISABLED;
-    else if (MPI_Type_size(type, &esize) != MPI_SUCCESS ||
-             (mln_halo_is_rma(mode) && !(mln_type_contiguous(type, 2, &offset) && offset == 0)))
+    else if (MPI_Type_size(type, &esize) != MPI_SUCCESS)
+        code = MODE_UNUSABLE;
+    else if (!(contiguous = mln_type_contiguous(type, 2, &offset) && offset == 0) &&
+             mln_halo_is_rma(mode))
         code = MODE_UNUSABLE;
     else if ((p = plan_new(nnbrs)) == NULL)
         code = NO_MEMORY;
@@ -520,7 +540,7 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
     }
     p->why = mode == MLN_HALO_AUTO ? "auto" : why;
     p->esize = esize;
-    p->contiguous = mln_type_contiguous(type, 2, &offset) && offset == 0;
+    p->contiguous = contiguous;
     p->iters_auto = ctx->cfg.halo_auto_iters;
     MPI_Comm_rank(comm, &p->rank);
     for (int k = 0; k < nnbrs; k++) {
