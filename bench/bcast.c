@@ -199,13 +199,6 @@ static int stock_runs_at(const mln_bench_t *b, uint64_t bytes)
     return bytes < mln_context()->cfg.bcast_threshold && bytes <= INT_MAX;
 }
 
-static double bcast_value(const mln_bench_t *b, uint64_t bytes, double seconds)
-{
-    (void)b;
-    (void)bytes;
-    return seconds * 1e6;
-}
-
 static double leaders_column(const mln_bench_t *b, uint64_t bytes)
 {
     const bcast_state_t *s = mln_bench_state(b);
@@ -291,7 +284,7 @@ static const mln_bench_test_t bcast_tests[] = {
                 .higher_is_better = 0},
      .plan = bcast_plan,
      .iter = bcast_iter,
-     .value = bcast_value},
+     .value = mln_bench_value_us},
     {.name = "stock",
      .metric = {.name = "stock_time_us",
                 .unit = "us",
@@ -302,7 +295,7 @@ static const mln_bench_test_t bcast_tests[] = {
                 .higher_is_better = 0},
      .plan = bcast_plan,
      .iter = stock_iter,
-     .value = bcast_value,
+     .value = mln_bench_value_us,
      .runs_at = stock_runs_at},
     {.name = "paired",
      .metric = {.name = "paired_ratio",

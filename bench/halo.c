@@ -14,10 +14,9 @@
  * down and up: entry 2 * (d * R + h - 1) (h steps down) pairs with the neighbour's next entry
  * (h steps up).  A plan is made at the first iteration of its (test, size), a warm-up one
  * (creation is collective and auto times every mode in it), and freed when the test or the
- * size changes.  A mode that the library refuses on this MPI (MLN_ERR_UNSUPPORTED:
- * MLN_HALO_DISABLE or its built-in list) is found at setup with a one-double plan per mode:
- * its test is skipped at every size, rank 0 says so on stderr and the param "disabled" lists
- * it; the other modes are measured.
+ * size changes.  A mode that the library disables on this MPI (MLN_HALO_DISABLE or its
+ * built-in list) is found at setup with mln_halo_disabled: its test is skipped at every size, rank
+ * 0 says so on stderr and the param "disabled" lists it; the other modes are measured.
  *
  * The column auto_mode: the mode the auto test's plan chose at that size (the
  * mln_halo_mode_t value, 1 p2p .. 6 rma-single; 0 where auto did not run at that size), and
@@ -134,13 +133,6 @@ HALO_MODE_HOOKS(rma_passive, MLN_HALO_RMA_PASSIVE)
 HALO_MODE_HOOKS(rma_single, MLN_HALO_RMA_SINGLE)
 HALO_MODE_HOOKS(auto_mode, MLN_HALO_AUTO)
 
-static double halo_value(const mln_bench_t *b, uint64_t bytes, double seconds)
-{
-    (void)b;
-    (void)bytes;
-    return seconds * 1e6;
-}
-
 /* Called once per size after its tests ran: the place to say what auto chose there. */
 static double auto_mode_column(const mln_bench_t *b, uint64_t bytes)
 {
@@ -191,32 +183,28 @@ out:
     return st;
 }
 
-/* Which modes the library refuses here: a one-double plan of each (collective, as every rank
- * asks the same); rank 0 names each refused one on stderr. */
+/* Which modes the library refuses here (mln_halo_disabled: the same answer on every rank);
+ * rank 0 names each one on stderr. */
 static mln_status_t halo_probe(mln_bench_t *b, halo_state_t *s)
 {
     char disabled[128] = "";
-    mln_status_t st = MLN_OK;
 
-    for (int m = 0; m < MLN_HALO_NMODES; m++) {
-        mln_halo_plan_t *p = NULL;
+    for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++) {
         const char *name = mln_halo_mode_name((mln_halo_mode_t)m);
-        st = mln_halo_create_cart(s->cart, (int)s->radius, 1, MPI_DOUBLE, (mln_halo_mode_t)m, &p);
-        if (st == MLN_ERR_UNSUPPORTED) {
-            s->disabled[m] = 1;
-            snprintf(disabled + strlen(disabled), sizeof(disabled) - strlen(disabled), "%s%s",
-                     disabled[0] ? "," : "", name);
-            if (mln_bench_rank(b) == 0)
-                fprintf(stderr,
-                        "mln-halo: %s: disabled on this MPI (MLN_HALO_DISABLE=%s, "
-                        "docs/HALO.md): test %s skipped\n",
-                        name, mln_context()->cfg.halo_disable, name);
-            continue;
-        }
+        int off = 0;
+        mln_status_t st = mln_halo_disabled((mln_halo_mode_t)m, &off, NULL);
         if (st != MLN_OK)
-            return mln_bench_fail(b, "mln_halo_create_cart (%s, one double per neighbour): %s",
-                                  name, mln_status_str(st));
-        mln_halo_free(&p);
+            return mln_bench_fail(b, "mln_halo_disabled (%s): %s", name, mln_status_str(st));
+        if (!off)
+            continue;
+        s->disabled[m] = 1;
+        snprintf(disabled + strlen(disabled), sizeof(disabled) - strlen(disabled), "%s%s",
+                 disabled[0] ? "," : "", name);
+        if (mln_bench_rank(b) == 0)
+            fprintf(stderr,
+                    "mln-halo: %s: disabled on this MPI (MLN_HALO_DISABLE=%s, docs/HALO.md): "
+                    "test %s skipped\n",
+                    name, mln_context()->cfg.halo_disable, name);
     }
     return mln_bench_param_str(b, "disabled", disabled);
 }
@@ -268,7 +256,7 @@ static void halo_teardown(mln_bench_t *b)
                    .description = "time of one halo exchange (mln_halo_exchange with every "       \
                                   "neighbour entry) in mode " test ": " how ", max over ranks",    \
                    .higher_is_better = 0},                                                         \
-        .plan = halo_plan, .iter = fn##_iter, .value = halo_value, .runs_at = fn##_runs_at         \
+        .plan = halo_plan, .iter = fn##_iter, .value = mln_bench_value_us, .runs_at = fn##_runs_at \
     }
 
 static const mln_bench_test_t halo_tests[] = {

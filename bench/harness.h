@@ -160,6 +160,9 @@ uint64_t mln_bench_max_bytes(const mln_bench_t *b);
  */
 mln_status_t mln_bench_pairs(mln_bench_t *b, int *peer);
 
+/* A test's `value` when its metric is the iteration's time in microseconds. */
+double mln_bench_value_us(const mln_bench_t *b, uint64_t bytes, double seconds);
+
 /* Adds a run parameter to the provenance ("params"), e.g. the rank pairs (setup only). */
 mln_status_t mln_bench_param_int(mln_bench_t *b, const char *key, int64_t value);
 mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *value);

@@ -326,13 +326,6 @@ out:
     return st;
 }
 
-static double overlap_value(const mln_bench_t *b, uint64_t bytes, double seconds)
-{
-    (void)b;
-    (void)bytes;
-    return seconds * 1e6;
-}
-
 static double stream_value(const mln_bench_t *b, uint64_t bytes, double seconds)
 {
     return seconds > 0 ? (double)stripe_window(b, bytes) * (double)bytes * 8 / seconds / 1e6 : 0.0;
@@ -435,7 +428,7 @@ static const mln_bench_test_t stripe_tests[] = {
                 .higher_is_better = 0},
      .plan = stream_plan,
      .iter = overlap_iter,
-     .value = overlap_value},
+     .value = mln_bench_value_us},
 };
 
 static const mln_bench_option_t stripe_options[] = {

@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from .figures import size_axis
+from .figures import draw_figures, size_axis
 from .sizes import format_size
 from .stripe_report import (
     DPI,
@@ -561,11 +561,8 @@ def section(
         return Section([*md, "No bcast run says its MPI and algorithm."], [], [], notes)
     below, why = bcast_threshold(found, notes)
     said = premise(checks, notes)
-    images = []
-    for name, plot, alt in FIGURES:
-        if plot(found, out_dir / name):
-            images.append(out_dir / name)
-            md += [f"![bcast: {alt}]({name})", ""]
+    images, figure_md = draw_figures("bcast", found, out_dir, FIGURES)
+    md += figure_md
     md.append(
         f"Sizes of {format_size(LARGE)} and above, times in ms (median); best stock = the "
         "fastest MPI_Bcast run of that MPI at that size (default or forced algorithm); "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -26,3 +28,21 @@ def size_axis(ax: Any, xs: list[int], max_ticks: int) -> None:
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(round(x))))
+
+
+def draw_figures(
+    benchmark: str,
+    found: Sequence[Any],
+    out_dir: Path,
+    figures: Sequence[tuple[str, Callable[[Sequence[Any], Path], bool], str]],
+) -> tuple[list[Path], list[str]]:
+    """A report section's figures: each (file name, plot, alt text) whose plot draws from
+    `found` into out_dir (it returns False when it has no data); the images written and their
+    Markdown lines."""
+    images: list[Path] = []
+    md: list[str] = []
+    for name, plot, alt in figures:
+        if plot(found, out_dir / name):
+            images.append(out_dir / name)
+            md += [f"![{benchmark}: {alt}]({name})", ""]
+    return images, md

@@ -20,7 +20,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from .figures import size_axis
+from .figures import draw_figures, size_axis
 from .sizes import format_size
 from .stripe_report import DPI, Section, format_number, format_times
 
@@ -630,11 +630,8 @@ def section(
     md = ["", "### halo: double-buffered RMA against p2p (seed 002)", ""]
     if not found:
         return Section([*md, "No halo run says its MPI."], [], [], notes)
-    images = []
-    for name, plot, alt in FIGURES:
-        if plot(found, out_dir / name):
-            images.append(out_dir / name)
-            md += [f"![halo: {alt}]({name})", ""]
+    images, figure_md = draw_figures("halo", found, out_dir, FIGURES)
+    md += figure_md
     md.append(
         f"Time per iteration in us (max over ranks, median of the repetitions) at {SEED_SIZE} B "
         "(160 doubles) per neighbour message; auto's cell names the mode it chose. "
