@@ -143,7 +143,8 @@ static const mln_tunable_t mln_config_table[] = {
     {.env = "MLN_HALO_AUTO_ITERS",
      .type = MLN_TUNABLE_INT,
      .default_value = "30",
-     .help = "timed iterations per repetition (3 repetitions) when auto measures a halo mode",
+     .help = "timed iterations per sample when auto measures a halo mode (5 samples per mode, "
+             "the modes in turn)",
      .offset = offsetof(mln_config_t, halo_auto_iters),
      .min = 1,
      .max = 100000},

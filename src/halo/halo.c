@@ -360,23 +360,27 @@ static unsigned char trial_byte(int r, int64_t it, int k, size_t j)
                            (unsigned)j * 7u + 1u);
 }
 
-enum { TRIAL_CHECKED = 4, TRIAL_REPS = 3 }; /* checked iterations: both halves twice */
+/* auto's trial: TRIAL_ROUNDS rounds over the candidate modes in turn (one timed sample of each
+ * per round), so that a slow or fast spell of the machine falls on every mode alike rather than
+ * on whichever mode was being timed then; the first round also checks the bytes. */
+enum { TRIAL_CHECKED = 4, TRIAL_ROUNDS = 5, TRIAL_WARM = 2 };
 
 /*
- * auto's trial of one mode: TRIAL_CHECKED iterations with every byte checked on every rank,
- * then TRIAL_REPS repetitions of `iters` iterations, each timed from a barrier, max over
- * ranks; the median is the mode's time.  A mode with one wrong byte anywhere is WRONG.
+ * One sample of mode m: the mode set up; then in round 0 TRIAL_CHECKED iterations with every
+ * byte checked on every rank (a mode with one wrong byte anywhere is WRONG, *s untouched), in
+ * later rounds TRIAL_WARM untimed ones; then `iters` iterations timed from a barrier, max over
+ * ranks, into *s; the mode torn down.
  */
 static mln_status_t trial(mln_halo_plan_t *p, mln_halo_mode_t m, unsigned char **sb,
-                          unsigned char **rb, int64_t iters)
+                          unsigned char **rb, int64_t iters, int round, double *s)
 {
-    double t[TRIAL_REPS];
     int wrong = 0, any_wrong = 0;
+    double t0, mine, all = 0.0;
     mln_status_t st;
 
     MLN_CHECK(mode_start(p, m), st, out);
-    for (int64_t it = 0; it < TRIAL_CHECKED; it++) {
-        for (int k = 0; k < p->nnbrs; k++) {
+    for (int64_t it = 0; it < (round == 0 ? TRIAL_CHECKED : TRIAL_WARM); it++) {
+        for (int k = 0; k < p->nnbrs && round == 0; k++) {
             if (p->nbrs[k] == MPI_PROC_NULL)
                 continue;
             for (size_t j = 0; j < (size_t)p->send_count[k] * (size_t)p->esize; j++)
@@ -385,7 +389,7 @@ static mln_status_t trial(mln_halo_plan_t *p, mln_halo_mode_t m, unsigned char *
                 rb[k][j] = (unsigned char)~trial_byte(p->nbrs[k], it, p->peer[k], j);
         }
         MLN_CHECK(mln_halo_exchange(p, (const void *const *)sb, (void *const *)rb), st, stop);
-        for (int k = 0; k < p->nnbrs && !wrong; k++)
+        for (int k = 0; k < p->nnbrs && round == 0 && !wrong; k++)
             for (size_t j = 0; p->nbrs[k] != MPI_PROC_NULL &&
                                j < (size_t)p->recv_count[k] * (size_t)p->esize && !wrong;
                  j++)
@@ -399,28 +403,30 @@ static mln_status_t trial(mln_halo_plan_t *p, mln_halo_mode_t m, unsigned char *
                      mode_names[m]);
         goto stop;
     }
-    for (int r = 0; r < TRIAL_REPS; r++) {
-        double t0, mine, all = 0.0;
-        MLN_MPI_CHECK(MPI_Barrier(p->comm), st, stop);
-        t0 = MPI_Wtime();
-        for (int64_t i = 0; i < iters; i++)
-            MLN_CHECK(mln_halo_exchange(p, (const void *const *)sb, (void *const *)rb), st, stop);
-        mine = (MPI_Wtime() - t0) / (double)iters;
-        MLN_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, p->comm), st, stop);
-        t[r] = all;
-    }
-    for (int i = 1; i < TRIAL_REPS; i++) /* median of three: sort */
+    MLN_MPI_CHECK(MPI_Barrier(p->comm), st, stop);
+    t0 = MPI_Wtime();
+    for (int64_t i = 0; i < iters; i++)
+        MLN_CHECK(mln_halo_exchange(p, (const void *const *)sb, (void *const *)rb), st, stop);
+    mine = (MPI_Wtime() - t0) / (double)iters;
+    MLN_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, p->comm), st, stop);
+    p->state[m] = MLN_HALO_TIMED;
+    *s = all;
+stop:
+    mode_stop(p);
+out:
+    return st;
+}
+
+/* The median of n samples (n <= TRIAL_ROUNDS; sorts them). */
+static double median(double *t, int n)
+{
+    for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
             double x = t[j];
             t[j] = t[j - 1];
             t[j - 1] = x;
         }
-    p->state[m] = MLN_HALO_TIMED;
-    p->seconds[m] = t[TRIAL_REPS / 2];
-stop:
-    mode_stop(p);
-out:
-    return st;
+    return t[n / 2];
 }
 
 /* auto: every candidate tried, the fastest correct one kept (the same choice on every rank:
@@ -429,6 +435,7 @@ static mln_status_t choose(mln_halo_plan_t *p, unsigned disabled)
 {
     unsigned char **sb = calloc((size_t)p->nnbrs + 1, sizeof(*sb));
     unsigned char **rb = calloc((size_t)p->nnbrs + 1, sizeof(*rb));
+    double samples[MLN_HALO_NMODES][TRIAL_ROUNDS] = {{0.0}};
     mln_halo_mode_t best = MLN_HALO_AUTO;
     int nomem = sb == NULL || rb == NULL, any_nomem = 0;
     mln_status_t st = MLN_OK;
@@ -445,16 +452,22 @@ static mln_status_t choose(mln_halo_plan_t *p, unsigned disabled)
         st = MLN_ERR_NOMEM;
         goto out;
     }
-    for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++) {
+    for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++)
         if (disabled & (1u << m))
             p->state[m] = MLN_HALO_DISABLED;
         else if (!p->contiguous)
             /* the trial checks bytes, so it needs them contiguous: p2p without a trial */
             p->state[m] = m == MLN_HALO_P2P ? MLN_HALO_UNTRIED : MLN_HALO_UNUSABLE;
-        else
-            MLN_CHECK(trial(p, (mln_halo_mode_t)m, sb, rb, p->iters_auto), st, out);
-        if (p->state[m] == MLN_HALO_TIMED &&
-            (best == MLN_HALO_AUTO || p->seconds[m] < p->seconds[best]))
+    for (int r = 0; r < TRIAL_ROUNDS && p->contiguous; r++)
+        for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++)
+            if (p->state[m] == (r == 0 ? MLN_HALO_UNTRIED : MLN_HALO_TIMED))
+                MLN_CHECK(trial(p, (mln_halo_mode_t)m, sb, rb, p->iters_auto, r, &samples[m][r]),
+                          st, out);
+    for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++) {
+        if (p->state[m] != MLN_HALO_TIMED)
+            continue;
+        p->seconds[m] = median(samples[m], TRIAL_ROUNDS);
+        if (best == MLN_HALO_AUTO || p->seconds[m] < p->seconds[best])
             best = (mln_halo_mode_t)m;
     }
     if (best == MLN_HALO_AUTO && !p->contiguous && !(disabled & (1u << MLN_HALO_P2P)))
