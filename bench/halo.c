@@ -12,11 +12,14 @@
  * One iteration = one mln_halo_exchange, entry k sending send slot k and receiving into
  * receive slot k, which must then hold send slot peer(k) of neighbour k, where peer swaps
  * down and up: entry 2 * (d * R + h - 1) (h steps down) pairs with the neighbour's next entry
- * (h steps up).  A plan is made at the first iteration of its (test, size), a warm-up one
- * (creation is collective and auto times every mode in it), and freed when the test or the
- * size changes.  A mode that the library disables on this MPI (MLN_HALO_DISABLE or its
- * built-in list) is found at setup with mln_halo_disabled: its test is skipped at every size, rank
- * 0 says so on stderr and the param "disabled" lists it; the other modes are measured.
+ * (h steps up).  The tests take turns within each repetition (the harness's interleave), so
+ * a slow or fast spell of the machine falls on every mode of a row alike.  A plan is made at
+ * the first iteration of its (test, size), a warm-up one (creation is collective and auto
+ * times every mode in it); a fixed mode's plan is freed when the next test starts, auto's is
+ * kept for the size (its choice is made once per size) and freed when the size changes.  A
+ * mode that the library disables on this MPI (MLN_HALO_DISABLE or its built-in list) is found
+ * at setup with mln_halo_disabled: its test is skipped at every size, rank 0 says so on
+ * stderr and the param "disabled" lists it; the other modes are measured.
  *
  * The column auto_mode: the mode the auto test's plan chose at that size (the
  * mln_halo_mode_t value, 1 p2p .. 6 rma-single; 0 where auto did not run at that size), and
@@ -41,6 +44,7 @@ typedef struct halo_state {
     void **recvbufs;
     unsigned char disabled[MLN_HALO_NMODES]; /* refused by the library (setup) */
     mln_halo_plan_t *plan;                   /* of (plan_mode, plan_bytes); NULL: none */
+    mln_halo_plan_t *auto_plan;              /* the auto test's, of auto_bytes; NULL: none */
     mln_halo_mode_t plan_mode;
     uint64_t plan_bytes;
     int auto_ran; /* an auto plan was made; the last one's size, choice and description: */
@@ -60,23 +64,27 @@ static void halo_plan(const mln_bench_t *b, uint64_t bytes, mln_bench_plan_t *ou
                               .recv_slot_each = s->from_slot};
 }
 
-/* The plan of (mode, op->bytes), replacing the last one.  Every rank runs the same test at the
- * same size, so the collective free and create line up. */
+/* The plan of (mode, op->bytes), replacing the last one of a fixed mode, or auto's of another
+ * size.  Every rank runs the same test at the same size, so the collective free and create
+ * line up. */
 static mln_status_t halo_plan_make(mln_bench_t *b, halo_state_t *s, mln_halo_mode_t mode,
                                    const mln_bench_op_t *op)
 {
+    mln_halo_plan_t **slot = mode == MLN_HALO_AUTO ? &s->auto_plan : &s->plan;
     mln_status_t st;
 
-    mln_halo_free(&s->plan);
+    mln_halo_free(slot);
     st = mln_halo_create_cart(s->cart, (int)s->radius, (int64_t)(op->bytes / sizeof(double)),
-                              MPI_DOUBLE, mode, &s->plan);
+                              MPI_DOUBLE, mode, slot);
     if (st != MLN_OK) {
         mln_bench_fail(b, "mln_halo_create_cart (%s, %llu bytes per neighbour)",
                        mln_halo_mode_name(mode), (unsigned long long)op->bytes);
         return st;
     }
-    s->plan_mode = mode;
-    s->plan_bytes = op->bytes;
+    if (mode != MLN_HALO_AUTO) {
+        s->plan_mode = mode;
+        s->plan_bytes = op->bytes;
+    }
     /* the harness's buffers stay put for the whole run: the pointers change with the size */
     for (int k = 0; k < s->nentries; k++) {
         s->sendbufs[k] = op->send + (size_t)k * op->bytes;
@@ -85,8 +93,8 @@ static mln_status_t halo_plan_make(mln_bench_t *b, halo_state_t *s, mln_halo_mod
     if (mode == MLN_HALO_AUTO) {
         s->auto_ran = 1;
         s->auto_bytes = op->bytes;
-        s->auto_choice = mln_halo_mode(s->plan);
-        mln_halo_describe(s->plan, s->auto_line, sizeof(s->auto_line));
+        s->auto_choice = mln_halo_mode(s->auto_plan);
+        mln_halo_describe(s->auto_plan, s->auto_line, sizeof(s->auto_line));
     }
     return MLN_OK;
 }
@@ -94,11 +102,16 @@ static mln_status_t halo_plan_make(mln_bench_t *b, halo_state_t *s, mln_halo_mod
 static mln_status_t halo_iter(mln_bench_t *b, const mln_bench_op_t *op, mln_halo_mode_t mode)
 {
     halo_state_t *s = mln_bench_state(b);
+    int is_auto = mode == MLN_HALO_AUTO;
+    mln_halo_plan_t *plan = is_auto ? s->auto_plan : s->plan;
     mln_status_t st = MLN_OK;
 
-    if (s->plan == NULL || s->plan_mode != mode || s->plan_bytes != op->bytes)
+    if (plan == NULL || (is_auto ? s->auto_bytes : s->plan_bytes) != op->bytes ||
+        (!is_auto && s->plan_mode != mode)) {
         MLN_CHECK(halo_plan_make(b, s, mode, op), st, out);
-    st = mln_halo_exchange(s->plan, s->sendbufs, s->recvbufs);
+        plan = is_auto ? s->auto_plan : s->plan;
+    }
+    st = mln_halo_exchange(plan, s->sendbufs, s->recvbufs);
     if (st != MLN_OK)
         mln_bench_fail(b, "mln_halo_exchange (%s, %llu bytes per neighbour)",
                        mln_halo_mode_name(mode), (unsigned long long)op->bytes);
@@ -238,6 +251,7 @@ static void halo_teardown(mln_bench_t *b)
     halo_state_t *s = mln_bench_state(b);
 
     mln_halo_free(&s->plan);
+    mln_halo_free(&s->auto_plan);
     if (s->cart != MPI_COMM_NULL)
         MPI_Comm_free(&s->cart);
     free(s->from);
@@ -322,6 +336,7 @@ static const mln_bench_desc_t halo_desc = {
     .default_sizes = "8:1M,1280",
     .size_unit = sizeof(double),
     .min_warmup = 1,
+    .interleave = 1,
     .state_size = sizeof(halo_state_t),
     .setup = halo_setup,
     .teardown = halo_teardown,

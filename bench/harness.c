@@ -509,6 +509,8 @@ static mln_status_t bench_params_common(mln_bench_t *b)
     MLN_CHECK(mln_bench_param_int(b, "max_iters", b->rule.max_iters), st, out);
     MLN_CHECK(mln_bench_param_int(b, "iter_budget", (int64_t)b->rule.budget_bytes), st, out);
     MLN_CHECK(mln_bench_param_str(b, "tests", tests), st, out);
+    if (d->interleave) /* the other order, test by test, is the default and not named */
+        MLN_CHECK(mln_bench_param_str(b, "order", "interleaved"), st, out);
     for (size_t i = 0; i < d->noptions; i++) {
         const char *field = (const char *)b->state + d->options[i].offset;
         snprintf(key, sizeof(key), "%s", d->options[i].name);
@@ -599,7 +601,7 @@ static mln_status_t bench_alloc(mln_bench_t *b)
     }
     b->send = bench_buffer(send_len);
     b->recv = bench_buffer(recv_len);
-    b->values = calloc((size_t)b->reps, sizeof(*b->values));
+    b->values = calloc((size_t)b->reps * d->ntests, sizeof(*b->values));
     b->row_iters = calloc(nrows, sizeof(*b->row_iters));
     b->row_columns = calloc(nrows * d->ncolumns + 1, sizeof(*b->row_columns));
     b->stats = calloc(nrows * d->ntests, sizeof(*b->stats));
@@ -648,51 +650,38 @@ static uint64_t slot_wrong(const mln_bench_plan_t *plan, const char *slot, uint6
     return wrong;
 }
 
-/* Rows i, test j: b->reps repetitions of warm-up, timed loop and validation (see harness.h). */
-static mln_status_t bench_run_test(mln_bench_t *b, size_t i, size_t j)
+/* Row i, test j, repetition `rep`: warm-up, timed loop and validation (see harness.h); the
+ * value into b->values[j * reps + rep], the wrong bytes added to the cell's errors. */
+static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
+                                  const mln_bench_plan_t *plan, int injector)
 {
     const mln_bench_test_t *test = &b->desc->tests[j];
-    uint64_t bytes = b->sizes.sizes[i], wrong, wrong_all, total = 0;
+    uint64_t bytes = b->sizes.sizes[i], wrong = 0, wrong_all;
     int64_t iters = b->row_iters[i], warm = mln_iter_warmup(&b->rule, iters);
-    mln_bench_plan_t plan = {0};
     mln_bench_op_t op = {
-        .bytes = bytes, .plan = &plan, .send = b->send, .recv = b->recv, .index = -1};
-    int injector = -1, mine;
+        .bytes = bytes, .plan = plan, .send = b->send, .recv = b->recv, .index = -1};
     double t0, t, tmax, v;
     mln_status_t st = MLN_OK;
 
-    test->plan(b, bytes, &plan);
-    if (b->inject && bytes == b->inject_bytes) { /* the lowest receiving rank corrupts */
-        mine = plan.recv_slots > 0 && bytes > 0 ? b->rank : INT_MAX;
-        MLN_MPI_CHECK(MPI_Allreduce(&mine, &injector, 1, MPI_INT, MPI_MIN, b->comm), st, out);
-    }
-    for (int rep = 0; rep < (int)b->reps; rep++) {
-        for (int k = 0; k < plan.send_slots; k++)
-            mln_pattern_fill(b->send + k * bytes, bytes, mln_pattern_seed(b->rank, rep, bytes, k));
-        op.index = -1;
-        for (int64_t w = 0; w < warm; w++)
-            MLN_CHECK(test->iter(b, &op), st, out);
-        memset(b->recv, 0, (size_t)plan.recv_slots * bytes);
-        MLN_MPI_CHECK(MPI_Barrier(b->comm), st, out);
-        t0 = MPI_Wtime();
-        for (op.index = 0; op.index < iters; op.index++)
-            MLN_CHECK(test->iter(b, &op), st, out);
-        t = (MPI_Wtime() - t0) / (double)iters;
-        if (injector == b->rank)
-            b->recv[bytes / 2] ^= 0x01;
-        wrong = 0;
-        for (int k = 0; k < plan.recv_slots; k++)
-            wrong += slot_wrong(&plan, b->recv + k * bytes, bytes, rep, k);
-        MLN_MPI_CHECK(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
-        MLN_MPI_CHECK(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st,
-                      out);
-        v = test->value(b, bytes, tmax);
-        b->values[rep] = isfinite(v) && v > 0 ? v : 0.0;
-        total += wrong_all;
-    }
-    MLN_CHECK(mln_stats_compute(b->values, (size_t)b->reps, &b->stats[i * b->desc->ntests + j]), st,
-              out);
-    b->errors[i * b->desc->ntests + j] = total;
+    for (int k = 0; k < plan->send_slots; k++)
+        mln_pattern_fill(b->send + k * bytes, bytes, mln_pattern_seed(b->rank, rep, bytes, k));
+    for (int64_t w = 0; w < warm; w++)
+        MLN_CHECK(test->iter(b, &op), st, out);
+    memset(b->recv, 0, (size_t)plan->recv_slots * bytes);
+    MLN_MPI_CHECK(MPI_Barrier(b->comm), st, out);
+    t0 = MPI_Wtime();
+    for (op.index = 0; op.index < iters; op.index++)
+        MLN_CHECK(test->iter(b, &op), st, out);
+    t = (MPI_Wtime() - t0) / (double)iters;
+    if (injector == b->rank)
+        b->recv[bytes / 2] ^= 0x01;
+    for (int k = 0; k < plan->recv_slots; k++)
+        wrong += slot_wrong(plan, b->recv + k * bytes, bytes, rep, k);
+    MLN_MPI_CHECK(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
+    MLN_MPI_CHECK(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st, out);
+    v = test->value(b, bytes, tmax);
+    b->values[j * (size_t)b->reps + (size_t)rep] = isfinite(v) && v > 0 ? v : 0.0;
+    b->errors[i * b->desc->ntests + j] += wrong_all;
 out:
     return st;
 }
@@ -703,6 +692,59 @@ static int test_runs_at(const mln_bench_t *b, size_t j, uint64_t bytes)
     const mln_bench_test_t *t = &b->desc->tests[j];
 
     return t->runs_at == NULL || t->runs_at(b, bytes);
+}
+
+/*
+ * Row i: b->reps repetitions of every selected test that runs at its size; test after test, or
+ * with desc->interleave the tests in turn within each repetition.  Then the statistics, and a
+ * line for every cell with wrong bytes.  plans and injector: room for ntests each.
+ */
+static mln_status_t bench_run_row(mln_bench_t *b, size_t i, mln_bench_plan_t *plans, int *injector)
+{
+    const mln_bench_desc_t *d = b->desc;
+    uint64_t bytes = b->sizes.sizes[i], wrong;
+    size_t nt = d->ntests, outer = d->interleave ? (size_t)b->reps : nt;
+    size_t inner = d->interleave ? nt : (size_t)b->reps;
+    int mine;
+    mln_status_t st = MLN_OK;
+
+    for (size_t j = 0; j < nt; j++) {
+        b->skipped[i * nt + j] = b->selected[j] && !test_runs_at(b, j, bytes);
+        memset(&plans[j], 0, sizeof(plans[j]));
+        injector[j] = -1;
+        if (!b->selected[j] || b->skipped[i * nt + j])
+            continue;
+        d->tests[j].plan(b, bytes, &plans[j]);
+        if (b->inject && bytes == b->inject_bytes) { /* the lowest receiving rank corrupts */
+            mine = plans[j].recv_slots > 0 && bytes > 0 ? b->rank : INT_MAX;
+            MLN_MPI_CHECK(MPI_Allreduce(&mine, &injector[j], 1, MPI_INT, MPI_MIN, b->comm), st,
+                          out);
+        }
+    }
+    for (size_t o = 0; o < outer; o++)
+        for (size_t n = 0; n < inner; n++) {
+            size_t j = d->interleave ? n : o;
+            int rep = (int)(d->interleave ? o : n);
+            if (b->selected[j] && !b->skipped[i * nt + j])
+                MLN_CHECK(bench_run_rep(b, i, j, rep, &plans[j], injector[j]), st, out);
+        }
+    for (size_t j = 0; j < nt; j++) {
+        if (!b->selected[j] || b->skipped[i * nt + j])
+            continue;
+        MLN_CHECK(mln_stats_compute(b->values + j * (size_t)b->reps, (size_t)b->reps,
+                                    &b->stats[i * nt + j]),
+                  st, out);
+        wrong = b->errors[i * nt + j];
+        b->total_errors += wrong;
+        if (wrong > 0 && b->rank == 0)
+            fprintf(stderr,
+                    "mln-%s: error: %llu wrong bytes received at %llu bytes in test %s "
+                    "(sum over %lld repetitions and all ranks)\n",
+                    d->name, (unsigned long long)wrong, (unsigned long long)bytes, d->tests[j].name,
+                    (long long)b->reps);
+    }
+out:
+    return st;
 }
 
 /* Every row has a metric (docs/METRICS.md): at each size some selected test runs (setup done:
@@ -753,37 +795,26 @@ out:
 static mln_status_t bench_sweep(mln_bench_t *b)
 {
     const mln_bench_desc_t *d = b->desc;
+    mln_bench_plan_t *plans = calloc(d->ntests, sizeof(*plans));
+    int *injector = calloc(d->ntests, sizeof(*injector));
     mln_status_t st = MLN_OK;
-    uint64_t bytes, wrong;
 
+    if (plans == NULL || injector == NULL) {
+        st = mln_bench_fail(b, "rank %d: out of memory for the test plans", b->rank);
+        goto out;
+    }
     MLN_CHECK(bench_prime(b), st, out);
-
     for (size_t i = 0; i < b->sizes.count; i++) {
-        bytes = b->sizes.sizes[i];
-        b->row_iters[i] = mln_iter_count(&b->rule, bytes);
-        for (size_t j = 0; j < d->ntests; j++) {
-            if (!b->selected[j])
-                continue;
-            if (!test_runs_at(b, j, bytes)) {
-                b->skipped[i * d->ntests + j] = 1;
-                continue;
-            }
-            MLN_CHECK(bench_run_test(b, i, j), st, out);
-            wrong = b->errors[i * d->ntests + j];
-            b->total_errors += wrong;
-            if (wrong > 0 && b->rank == 0)
-                fprintf(stderr,
-                        "mln-%s: error: %llu wrong bytes received at %llu bytes in test %s "
-                        "(sum over %lld repetitions and all ranks)\n",
-                        d->name, (unsigned long long)wrong, (unsigned long long)bytes,
-                        d->tests[j].name, (long long)b->reps);
-        }
+        b->row_iters[i] = mln_iter_count(&b->rule, b->sizes.sizes[i]);
+        MLN_CHECK(bench_run_row(b, i, plans, injector), st, out);
         for (size_t c = 0; c < d->ncolumns; c++) /* after the tests: they may report on them */
-            b->row_columns[i * d->ncolumns + c] = d->columns[c].value(b, bytes);
+            b->row_columns[i * d->ncolumns + c] = d->columns[c].value(b, b->sizes.sizes[i]);
         if (b->rank == 0 && !b->quiet)
             mln_bench_report_row(b, i);
     }
 out:
+    free(plans);
+    free(injector);
     return st;
 }
 

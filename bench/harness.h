@@ -127,6 +127,9 @@ typedef struct mln_bench_desc {
     uint64_t size_unit;        /* > 1: every size must be a multiple of it (e.g. an element) */
     int64_t min_warmup;        /* 0, or 1 where the first iteration at a size sets the test up
                                 * (--warmup 0 is then an error; the automatic one is >= 1) */
+    int interleave;            /* 1: each repetition runs every test in turn (rep-major), so
+                                * that the tests of a row share the machine's slow and fast
+                                * spells; 0: all repetitions of a test, then the next test */
     size_t state_size;         /* calloc'ed, options applied; see mln_bench_state */
     /*
      * After option parsing and before mln_init (which reads the MLN_* tunables once): check

@@ -50,6 +50,7 @@ def test_every_mode_2d(mpi: str, tmp_path: Path) -> None:
     params = doc["provenance"]["params"]
     assert (params["dims"], params["radius"], params["periodic"]) == (2, 1, 1)
     assert (params["grid"], params["neighbors"]) == ("2x2", 4)
+    assert params["order"] == "interleaved"  # the modes take turns in every repetition
     disabled = [m for m in params["disabled"].split(",") if m]
     assert set(disabled) <= set(HALO_TESTS) - {"p2p"}, params["disabled"]
     for mode in disabled:
