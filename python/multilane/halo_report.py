@@ -357,13 +357,30 @@ class AutoCell:
     run: HaloRun
     size: int
     pick: str
-    pick_time: float | None  # the benchmark's own time of the picked mode
+    pick_stat: Stat | None  # the benchmark's own time of the picked mode (median, min, max)
     best: Timed
+    best_stat: Stat
     auto_time: float | None
+
+    @property
+    def pick_time(self) -> float | None:
+        return self.pick_stat[0] if self.pick_stat is not None else None
 
     @property
     def hit(self) -> bool:
         return self.pick == self.best[0]
+
+    @property
+    def tie(self) -> bool:
+        """Not the fastest, but not told apart from it by the benchmark: the picked mode's
+        range over the repetitions (min .. max) overlaps the fastest mode's."""
+        return (
+            not self.hit and self.pick_stat is not None and self.pick_stat[1] <= self.best_stat[2]
+        )
+
+    @property
+    def verdict(self) -> str:
+        return "fastest" if self.hit else "tied (ranges overlap)" if self.tie else "slower"
 
 
 def auto_cells(found: Sequence[HaloRun]) -> list[AutoCell]:
@@ -373,15 +390,17 @@ def auto_cells(found: Sequence[HaloRun]) -> list[AutoCell]:
         for size in run.sizes():
             pick, best = run.picks.get(size), fastest(run, size)
             if pick is not None and best is not None:
+                row = run.times[size]
                 cells.append(
-                    AutoCell(run, size, pick, run.time(size, pick), best, run.time(size, AUTO))
-                )
+                    AutoCell(run, size, pick, row.get(pick), best, row[best[0]],
+                             run.time(size, AUTO))
+                )  # fmt: skip
     return cells
 
 
 def auto_table(cells: Sequence[AutoCell]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "configuration", "size", "auto chose", "fastest measured",
-              "chosen / fastest", "auto [us]", "auto / fastest"]  # fmt: skip
+              "chosen / fastest", "verdict", "auto [us]", "auto / fastest"]  # fmt: skip
     rows = [
         [
             c.run.label,
@@ -390,6 +409,7 @@ def auto_table(cells: Sequence[AutoCell]) -> tuple[list[str], list[list[str]]]:
             c.pick,
             f"{c.best[0]} ({format_number(c.best[1])} us)",
             format_times(_div(c.pick_time, c.best[1])),
+            c.verdict,
             format_number(c.auto_time),
             format_times(_div(c.auto_time, c.best[1])),
         ]
@@ -399,18 +419,27 @@ def auto_table(cells: Sequence[AutoCell]) -> tuple[list[str], list[list[str]]]:
 
 
 def auto_statement(mpi: str, cells: Sequence[AutoCell]) -> str | None:
-    """How often auto chose the fastest measured mode on one MPI, how far its misses were,
-    and its own time against the fastest."""
+    """How often auto chose the fastest measured mode on one MPI, how often a mode the
+    benchmark could not tell apart from it, how far its other picks were, and its own time
+    against the fastest."""
     if not cells:
         return None
-    hits = sum(c.hit for c in cells)
+    hits, ties = sum(c.hit for c in cells), sum(c.tie for c in cells)
     line = f"{mpi}: auto picked the fastest measured mode in {hits} of {_configs(len(cells))}"
-    misses = [c for c in cells if not c.hit]
+    if ties:
+        tied = [x for c in cells if c.tie for x in (_div(c.pick_time, c.best[1]),) if x]
+        line += (
+            f", and in {ties} more a mode tied with it ({max(tied) - 1:.1%} or less apart; the "
+            "two modes' min .. max over the repetitions overlap, so the benchmark does not "
+            "tell them apart)"
+        )
+    misses = [c for c in cells if not c.hit and not c.tie]
     timed = [(c, x) for c in misses for x in (_div(c.pick_time, c.best[1]),) if x is not None]
     if timed:
         worst, ratio = max(timed, key=lambda cx: cx[1])
         line += (
-            f"; where not, its pick was within {ratio - 1:.1%} of the fastest (furthest: "
+            f"; {'where neither' if ties else 'where not'}, its pick was within "
+            f"{ratio - 1:.1%} of the fastest (furthest: "
             f"{worst.pick} against {worst.best[0]}, {worst.run.name}, {format_size(worst.size)})"
         )
     unmeasured = sorted({c.pick for c in misses if c.pick_time is None})
@@ -660,7 +689,8 @@ def section(
         lines = table(*auto_table(cells), right=5)
         md += ["", "auto against the fastest measured mode, every run and size where it ran "
                "(chosen / fastest: the benchmark's time of the mode auto chose / the fastest "
-               "mode's; auto / fastest: auto's own time):", "", *lines]  # fmt: skip
+               "mode's; verdict: fastest, tied (the two modes' min .. max over the repetitions "
+               "overlap) or slower; auto / fastest: auto's own time):", "", *lines]  # fmt: skip
         text += ["", "halo: auto", *lines]
     for mpi in dict.fromkeys(r.mpi for r in found):
         line = auto_statement(mpi, [c for c in cells if c.run.mpi == mpi])

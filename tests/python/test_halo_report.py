@@ -35,7 +35,9 @@ HALO_RUNS: list[Spec] = [
     ("openmpi", 1, 8, 1, "8", {SEED: (_times(10, 14, 12.5, 8, 9, 20, 8.2), "rma-pscw")}, ""),
     ("openmpi", 1, 8, 2, "4x2", {SEED: (_times(13.5, 15, 10, 11, 12, 21, 10.5), "rma-fence")}, ""),
     ("openmpi", 1, 8, 3, "2x2x2", {SEED: (_times(18, 16, 12, 13, 14, 25, 13.2), "rma-pscw")}, ""),
-    ("openmpi", 4, 8, 1, "8", {SEED: (_times(100, 150, 120, 110, 105, 240, 101), "p2p")}, ""),
+    # auto's pick 1.5% slower, the ranges (+-2%) overlap: a tie
+    ("openmpi", 4, 8, 1, "8", {SEED: (_times(100, 101.5, 120, 110, 105, 240, 101), "neighbor")},
+     ""),
     ("openmpi", 4, 8, 2, "4x2", {SEED: (_times(130, 160, 125, 140, 200, 250, 126), "rma-fence")},
      ""),
     ("openmpi", 4, 8, 3, "2x2x2", {SEED: (_times(160, 170, 130, 150, 210, 260, 131),
@@ -186,7 +188,9 @@ def test_halo_report(fixtures: Path, tmp_path: Path) -> None:
         "two per iteration) (3 configurations; > 1: double buffering is faster)." in said
     )
     assert (
-        "openmpi: auto picked the fastest measured mode in 8 of 9 configurations; where not, "
+        "openmpi: auto picked the fastest measured mode in 7 of 9 configurations, and in 1 "
+        "more a mode tied with it (1.5% or less apart; the two modes' min .. max over the "
+        "repetitions overlap, so the benchmark does not tell them apart); where neither, "
         "its pick was within 8.3% of the fastest (furthest: rma-pscw against rma-fence, "
         "openmpi, 1 host x 8 ranks, 6 nbrs (2x2x2), 1280); auto's own time was 1.01x to 1.10x "
         "the fastest mode's." in said
@@ -210,11 +214,15 @@ def test_halo_report(fixtures: Path, tmp_path: Path) -> None:
     auto = "auto against the fastest measured mode"
     assert _cells(lines, "openmpi-1h-2d-1", auto) == [
         "openmpi, 1 host x 8 ranks, 4 nbrs (4x2)", "1280", "rma-fence", "rma-fence (10 us)",
-        "1.00x", "10.5", "1.05x",
+        "1.00x", "fastest", "10.5", "1.05x",
+    ]  # fmt: skip
+    assert _cells(lines, "openmpi-4h-1d-3", auto) == [
+        "openmpi, 4 hosts x 2 ranks, 2 nbrs (8)", "1280", "neighbor", "p2p (100 us)", "1.01x",
+        "tied (ranges overlap)", "101", "1.01x",
     ]  # fmt: skip
     assert _cells(lines, "mpich-4h-1d-9", auto) == [
         "mpich, 4 hosts x 2 ranks, 2 nbrs (8)", "1280", "neighbor", "p2p (1,800 us)", "1.39x",
-        "1,850", "1.03x",
+        "slower", "1,850", "1.03x",
     ]  # fmt: skip
     start = next(i for i, line in enumerate(lines) if auto in line) + 4  # blank, header, rule
     table = lines[start : lines.index("", start)]
