@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# setup-system.sh: makes sure the system tools the build and tests need are present.
-# Fast when they are (only `command -v`); otherwise installs Debian packages with one
-# `apt-get update` first (needs root; without it, says what is missing and stops).
+# setup-system.sh: makes sure the system tools and libraries the build and tests need are
+# present.  Fast when they are (only `command -v` and one `dpkg-query`); otherwise installs
+# Debian packages with one `apt-get update` first (needs root; without it, says what is missing
+# and stops).
 set -euo pipefail
 
 declare -A pkg_of=(
@@ -21,6 +22,14 @@ done
 # The venv module is a separate package on Debian's own python3.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     missing+=(python3-venv)
+fi
+# OpenBLAS for the local DGEMM of mln-matmul (bench/matmul.c); CMake refuses to configure
+# without it.  A library, not a command: ask dpkg (one call, no network).
+if command -v dpkg-query >/dev/null 2>&1; then
+    case "$(dpkg-query -W -f='${Status}' libopenblas-dev 2>/dev/null)" in
+    *" ok installed") ;;
+    *) missing+=(libopenblas-dev) ;;
+    esac
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
