@@ -76,6 +76,27 @@ mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
     return MLN_ERR_ARG;
 }
 
+mln_status_t mln_bench_skip(mln_bench_t *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (b->errmsg[0] == '\0') {
+        va_start(ap, fmt);
+        vsnprintf(b->errmsg, sizeof(b->errmsg), fmt, ap);
+        va_end(ap);
+        b->skip = 1;
+    }
+    return MLN_ERR_UNSUPPORTED;
+}
+
+int mln_bench_selected(const mln_bench_t *b, const char *name)
+{
+    for (size_t j = 0; j < b->desc->ntests; j++)
+        if (strcmp(b->desc->tests[j].name, name) == 0)
+            return !b->selected[j] ? 0 : b->tests_named ? 2 : 1;
+    return 0;
+}
+
 mln_status_t mln_bench_setenv(mln_bench_t *b, const char *name, const char *value)
 {
     if (setenv(name, value, 1) != 0)
@@ -100,63 +121,16 @@ const char *mln_bench_tunable(const char *name, const char *def)
     return v != NULL && v[0] != '\0' ? v : def;
 }
 
-/* ---- key/value lists -------------------------------------------------------------------- */
-
-/* Sets `key` (replacing an earlier value: the last --meta KEY=... wins). */
-static mln_status_t kv_set(bench_kv_list_t *l, const char *key, size_t keylen, const char *value,
-                           int numeric)
-{
-    bench_kv_t *grown, *kv = NULL;
-    char *k, *v;
-
-    for (size_t i = 0; i < l->n; i++)
-        if (strlen(l->v[i].key) == keylen && strncmp(l->v[i].key, key, keylen) == 0)
-            kv = &l->v[i];
-    k = strndup(key, keylen);
-    v = strdup(value);
-    if (k == NULL || v == NULL)
-        goto err_free;
-    if (kv == NULL) {
-        grown = realloc(l->v, (l->n + 1) * sizeof(*grown));
-        if (grown == NULL)
-            goto err_free;
-        l->v = grown;
-        kv = &l->v[l->n++];
-    } else {
-        free(kv->key);
-        free(kv->value);
-    }
-    *kv = (bench_kv_t){.key = k, .value = v, .numeric = numeric};
-    return MLN_OK;
-
-err_free:
-    free(k);
-    free(v);
-    return MLN_ERR_NOMEM;
-}
-
-static void kv_free(bench_kv_list_t *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].key);
-        free(l->v[i].value);
-    }
-    free(l->v);
-    l->v = NULL;
-    l->n = 0;
-}
+/* ---- params (key/value lists: result.h) ------------------------------------------------- */
 
 mln_status_t mln_bench_param_int(mln_bench_t *b, const char *key, int64_t value)
 {
-    char text[32];
-
-    snprintf(text, sizeof(text), "%lld", (long long)value);
-    return kv_set(&b->params, key, strlen(key), text, 1);
+    return mln_kv_set_int(&b->params, key, value);
 }
 
 mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *value)
 {
-    return kv_set(&b->params, key, strlen(key), value, 0);
+    return mln_kv_set(&b->params, key, strlen(key), value, 0);
 }
 
 /* ---- options ---------------------------------------------------------------------------- */
@@ -359,6 +333,7 @@ static mln_status_t opt_common(mln_bench_t *b, enum bench_opt_id id, const char 
     case OPT_ITER_BUDGET:
         return opt_size(b, "iter-budget", val, 1, UINT64_C(1) << 50, &b->rule.budget_bytes);
     case OPT_TESTS:
+        b->tests_named = 1;
         return opt_tests(b, val);
     case OPT_JSON:
         if (val[0] == '\0')
@@ -369,7 +344,7 @@ static mln_status_t opt_common(mln_bench_t *b, enum bench_opt_id id, const char 
         eq = strchr(val, '=');
         if (eq == NULL || eq == val)
             return mln_bench_fail(b, "--meta: invalid pair '%s' (expected KEY=VALUE)", val);
-        if (kv_set(&b->meta, val, (size_t)(eq - val), eq + 1, 0) != MLN_OK)
+        if (mln_kv_set(&b->meta, val, (size_t)(eq - val), eq + 1, 0) != MLN_OK)
             return mln_bench_fail(b, "out of memory");
         return MLN_OK;
     case OPT_INJECT:
@@ -539,24 +514,32 @@ out:
 
 /*
  * Every rank says whether it failed; returns the lowest failing rank (-1: none), which then
- * prints its message, so a usage or setup error gives one line and never a hang.
+ * prints its message, so a usage or setup error gives one line and never a hang.  *skip: that
+ * rank skipped (mln_bench_skip) rather than failed; every rank learns it from the same
+ * reduction (2 * rank + skip).
  */
-static int bench_agree(const mln_bench_t *b, int failed)
+static int bench_agree(const mln_bench_t *b, int failed, int *skip)
 {
-    int mine = failed ? b->rank : INT_MAX, lowest = INT_MAX;
+    int mine = failed ? 2 * b->rank + (b->skip != 0) : INT_MAX, lowest = INT_MAX;
 
+    *skip = failed && b->skip;
     if (MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, b->comm) != MPI_SUCCESS)
         return failed ? b->rank : 0;
-    return lowest == INT_MAX ? -1 : lowest;
+    if (lowest == INT_MAX)
+        return -1;
+    *skip = lowest % 2;
+    return lowest / 2;
 }
 
-/* Agrees on a failure; the lowest failing rank prints its one line.  Returns 1 on failure. */
-static int bench_failed(const mln_bench_t *b, mln_status_t st)
+/* Agrees on a failure; the lowest failing rank prints its one line.  Returns 1 on failure (or
+ * on an agreed skip: b->skip_agreed). */
+static int bench_failed(mln_bench_t *b, mln_status_t st)
 {
-    int lowest = bench_agree(b, st != MLN_OK);
+    int skip = 0, lowest = bench_agree(b, st != MLN_OK, &skip);
 
+    b->skip_agreed = lowest >= 0 && skip;
     if (lowest >= 0 && lowest == b->rank)
-        fprintf(stderr, "mln-%s: error: %s\n", b->desc->name,
+        fprintf(stderr, "mln-%s: %s: %s\n", b->desc->name, skip ? "skipped" : "error",
                 b->errmsg[0] ? b->errmsg : mln_status_str(st));
     return lowest >= 0;
 }
@@ -624,12 +607,12 @@ static void bench_free(mln_bench_t *b)
     free(b->stats);
     free(b->errors);
     free(b->skipped);
-    free(b->host_names);
+    mln_prov_free(&b->prov);
     free(b->command);
     free(b->selected);
     free(b->state);
-    kv_free(&b->params);
-    kv_free(&b->meta);
+    mln_kv_free(&b->params);
+    mln_kv_free(&b->meta);
     mln_size_list_free(&b->sizes);
 }
 
@@ -668,11 +651,15 @@ static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
     for (int64_t w = 0; w < warm; w++)
         MLN_CHECK(test->iter(b, &op), st, out);
     memset(b->recv, 0, (size_t)plan->recv_slots * bytes);
+    if (test->before_timed != NULL)
+        MLN_CHECK(test->before_timed(b, &op), st, out);
     MLN_MPI_CHECK(MPI_Barrier(b->comm), st, out);
     t0 = MPI_Wtime();
     for (op.index = 0; op.index < iters; op.index++)
         MLN_CHECK(test->iter(b, &op), st, out);
     t = (MPI_Wtime() - t0) / (double)iters;
+    if (test->after_timed != NULL)
+        MLN_CHECK(test->after_timed(b, &op), st, out);
     if (injector == b->rank)
         b->recv[bytes / 2] ^= 0x01;
     for (int k = 0; k < plan->recv_slots; k++)
@@ -931,8 +918,11 @@ int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv)
             printf("mln-%s (multilane %s)\n", desc->name, mln_version_string());
         goto out;
     }
-    if (!bench_init(b, &inited) || !bench_prepare(b, &setup_done))
+    if (!bench_init(b, &inited) || !bench_prepare(b, &setup_done)) {
+        if (b->skip_agreed)
+            rc = MLN_BENCH_EXIT_SKIP;
         goto out;
+    }
     st = mln_bench_report_collect(b);
     if (st != MLN_OK)
         bench_abort(b, st);

@@ -22,7 +22,8 @@
  * defines every rule.
  *
  * Exit codes of mln_bench_main: 0 pass, 1 wrong data, 2 usage or start-up error (one line on
- * stderr from rank 0), 3 failure during the run (MPI error, out of memory, result not written).
+ * stderr from rank 0), 3 failure during the run (MPI error, out of memory, result not written),
+ * 77 the run cannot happen on this machine (mln_bench_skip: e.g. no GPU; ctest's skip code).
  */
 #ifndef MLN_HARNESS_H
 #define MLN_HARNESS_H
@@ -35,7 +36,8 @@ enum {
     MLN_BENCH_EXIT_PASS = 0,
     MLN_BENCH_EXIT_FAIL = 1,
     MLN_BENCH_EXIT_USAGE = 2,
-    MLN_BENCH_EXIT_RUNTIME = 3
+    MLN_BENCH_EXIT_RUNTIME = 3,
+    MLN_BENCH_EXIT_SKIP = 77 /* automake's and ctest's (SKIP_RETURN_CODE) "skipped" */
 };
 
 /* The running benchmark: options, communicator, buffers, results.  Opaque to benchmarks. */
@@ -86,6 +88,16 @@ typedef struct mln_bench_test {
     /* 0 where the test does not run at `bytes` (the same answer on every rank): its metric is
      * left out of that row (the table prints "-").  NULL: every size. */
     int (*runs_at)(const mln_bench_t *b, uint64_t bytes);
+    /*
+     * For iterations that move data the harness cannot see (device buffers: mln-gpu-transfer);
+     * NULL for every other test.  Untimed, once per repetition, on every rank.  before_timed:
+     * after the warm-up and the clearing of the receive slots, before the barrier that starts
+     * the clock: copy op->send to where the iterations read it, clear where they write.
+     * after_timed: after the clock stopped, before the validation (and --inject-error): copy
+     * what the iterations received into op->recv, which the harness then checks.
+     */
+    mln_status_t (*before_timed)(mln_bench_t *b, const mln_bench_op_t *op);
+    mln_status_t (*after_timed)(mln_bench_t *b, const mln_bench_op_t *op);
 } mln_bench_test_t;
 
 /* An option of one benchmark: --NAME VALUE, stored into its state struct at `offset`. */
@@ -174,6 +186,19 @@ mln_status_t mln_bench_param_str(mln_bench_t *b, const char *key, const char *va
  * In an iteration (which then returns its own status) it adds context to the abort message. */
 mln_status_t mln_bench_fail(mln_bench_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The run cannot happen here (setup only; e.g. no GPU): records "<reason>" for this rank and
+ * returns MLN_ERR_UNSUPPORTED.  When the lowest rank that stops at setup skipped (rather than
+ * failed), it prints "mln-NAME: skipped: <reason>" on stderr and every rank exits 77.  A setup
+ * that skips on some ranks only must first agree across ranks: the others may be waiting in
+ * a collective of the same setup. */
+mln_status_t mln_bench_skip(mln_bench_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* How test `name` came to run: 0 not selected (or no such test), 1 selected because --tests
+ * was not given (every test), 2 named in --tests.  A test this MPI or machine cannot run may
+ * then be skipped with a note (1) or refused as a usage error (2). */
+int mln_bench_selected(const mln_bench_t *b, const char *name);
 
 /* setenv for before_init (a tunable chosen by an option); a failure is a setup error. */
 mln_status_t mln_bench_setenv(mln_bench_t *b, const char *name, const char *value);

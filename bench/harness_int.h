@@ -6,18 +6,7 @@
 #define MLN_HARNESS_INT_H
 
 #include "harness.h"
-
-/* One provenance entry ("params" or "meta"): the value as text, written raw when numeric. */
-typedef struct bench_kv {
-    char *key;
-    char *value;
-    int numeric;
-} bench_kv_t;
-
-typedef struct bench_kv_list {
-    bench_kv_t *v;
-    size_t n;
-} bench_kv_list_t;
+#include "result.h"
 
 struct mln_bench {
     const mln_bench_desc_t *desc;
@@ -25,6 +14,8 @@ struct mln_bench {
     int rank, nranks;
     void *state;
     char errmsg[512]; /* first usage or setup error of this rank */
+    int skip;         /* errmsg is why this rank skips the run (mln_bench_skip), not an error */
+    int skip_agreed;  /* the ranks agreed to skip the run: exit MLN_BENCH_EXIT_SKIP */
 
     /* options */
     const char *sizes_spec;
@@ -32,19 +23,16 @@ struct mln_bench {
     int64_t reps;
     mln_iter_rule_t rule;
     unsigned char *selected; /* per desc test: 1 = run it */
+    int tests_named;         /* --tests was given (mln_bench_selected) */
     const char *json_path;
     int quiet, help, version;
     int inject;
     uint64_t inject_bytes;
-    bench_kv_list_t params, meta;
+    mln_kv_list_t params, meta; /* the provenance's "params" and "meta" (result.h) */
     char *command;
 
     /* provenance, filled by mln_bench_report_collect */
-    char mpi_library[MPI_MAX_LIBRARY_VERSION_STRING];
-    char mpi_standard[32];
-    char date[32];
-    char *host_names; /* nhosts names of MPI_MAX_PROCESSOR_NAME chars */
-    int nhosts;
+    mln_prov_t prov;
 
     /* buffers */
     char *send, *recv;

@@ -6,125 +6,21 @@
 #include "harness_int.h"
 #include "mln_core.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* ---- provenance ------------------------------------------------------------------------- */
-
-/* First line of the library version, runs of blanks collapsed to one space. */
-static void first_line(const char *in, char *out, size_t len)
-{
-    size_t used = 0;
-
-    while (*in == ' ' || *in == '\t')
-        in++;
-    for (; *in && *in != '\n' && *in != '\r' && used + 1 < len; in++) {
-        if ((*in == ' ' || *in == '\t') && used > 0 && out[used - 1] == ' ')
-            continue;
-        out[used++] = *in == '\t' ? ' ' : *in;
-    }
-    while (used > 0 && out[used - 1] == ' ')
-        used--;
-    out[used] = '\0';
-}
+/* ---- provenance (result.c) -------------------------------------------------------------- */
 
 mln_status_t mln_bench_report_collect(mln_bench_t *b)
 {
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    char name[MPI_MAX_PROCESSOR_NAME] = "";
-    char *all = NULL;
-    mln_status_t st = MLN_OK;
-    int len = 0, major = 0, minor = 0;
-    time_t now = time(NULL);
-    struct tm tm;
-
-    MLN_MPI_CHECK(MPI_Get_library_version(lib, &len), st, out);
-    first_line(lib, b->mpi_library, sizeof(b->mpi_library));
-    if (b->mpi_library[0] == '\0')
-        snprintf(b->mpi_library, sizeof(b->mpi_library), "unknown");
-    MLN_MPI_CHECK(MPI_Get_version(&major, &minor), st, out);
-    snprintf(b->mpi_standard, sizeof(b->mpi_standard), "%d.%d", major, minor);
-    if (gmtime_r(&now, &tm) == NULL ||
-        strftime(b->date, sizeof(b->date), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(b->date, sizeof(b->date), "unknown");
-
-    MLN_MPI_CHECK(MPI_Get_processor_name(name, &len), st, out);
-    if (b->rank == 0) {
-        all = calloc((size_t)b->nranks, MPI_MAX_PROCESSOR_NAME);
-        if (all == NULL) { /* the caller aborts the run: the others wait in MPI_Gather */
-            st = MLN_ERR_NOMEM;
-            goto out;
-        }
-    }
-    MLN_MPI_CHECK(MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
-                             MPI_CHAR, 0, b->comm),
-                  st, out);
-    if (b->rank == 0 && all != NULL) {
-        /* Distinct names in rank order, packed to the front. */
-        b->nhosts = 0;
-        for (int r = 0; r < b->nranks; r++) {
-            char *h = all + (size_t)r * MPI_MAX_PROCESSOR_NAME;
-            int seen = 0;
-            h[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
-            for (int k = 0; k < b->nhosts && !seen; k++)
-                seen = strcmp(all + (size_t)k * MPI_MAX_PROCESSOR_NAME, h) == 0;
-            if (!seen)
-                memmove(all + (size_t)b->nhosts++ * MPI_MAX_PROCESSOR_NAME, h,
-                        MPI_MAX_PROCESSOR_NAME);
-        }
-        b->host_names = all;
-        all = NULL;
-    }
-out:
-    free(all);
-    return st;
-}
-
-static const char *host_name(const mln_bench_t *b, int i)
-{
-    return b->host_names + (size_t)i * MPI_MAX_PROCESSOR_NAME;
-}
-
-/* Prints `s` on one line: control characters (a newline in --meta) become escapes. */
-static void put_line_safe(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\n')
-            fputs("\\n", stdout);
-        else if (*p == '\t')
-            fputs("\\t", stdout);
-        else if (*p < 0x20 || *p == 0x7f)
-            printf("\\x%02x", *p);
-        else
-            putchar(*p);
-    }
+    return mln_prov_collect(b->comm, &b->prov);
 }
 
 /* The '#' block: what ran, where, with which parameters. */
 void mln_bench_report_provenance(const mln_bench_t *b)
 {
-    printf("# mln-%s: %s\n", b->desc->name, b->desc->description);
-    printf("# multilane_version: %s\n", mln_version_string());
-    printf("# mpi_library: %s\n# mpi_standard: %s\n", b->mpi_library, b->mpi_standard);
-    printf("# nranks: %d\n# nhosts: %d\n# hosts:", b->nranks, b->nhosts);
-    for (int i = 0; i < b->nhosts; i++)
-        printf(" %s", host_name(b, i));
-    printf("\n# date: %s\n# command: ", b->date);
-    put_line_safe(b->command);
-    for (size_t i = 0; i < b->params.n; i++) {
-        printf("\n# params.%s: ", b->params.v[i].key);
-        put_line_safe(b->params.v[i].value);
-    }
-    for (size_t i = 0; i < b->meta.n; i++) {
-        fputs("\n# meta.", stdout);
-        put_line_safe(b->meta.v[i].key);
-        fputs(": ", stdout);
-        put_line_safe(b->meta.v[i].value);
-    }
-    printf("\n#\n");
+    mln_prov_print(&b->prov, b->desc->name, b->desc->description, b->command, &b->params, &b->meta);
 }
 
 /* ---- table ------------------------------------------------------------------------------ */
@@ -208,103 +104,20 @@ void mln_bench_report_footer(const mln_bench_t *b)
     fflush(stdout);
 }
 
-/* ---- JSON ------------------------------------------------------------------------------- */
-
-static char *tmp_path(const char *path)
-{
-    size_t len = strlen(path) + 5;
-    char *tmp = malloc(len);
-
-    if (tmp != NULL)
-        snprintf(tmp, len, "%s.tmp", path);
-    return tmp;
-}
+/* ---- JSON (result.c) -------------------------------------------------------------------- */
 
 mln_status_t mln_bench_report_probe(mln_bench_t *b, const char *path)
 {
-    char *tmp = tmp_path(path);
-    FILE *fp;
+    char err[512];
 
-    if (tmp == NULL)
-        return mln_bench_fail(b, "out of memory");
-    fp = fopen(tmp, "w");
-    if (fp == NULL) {
-        mln_bench_fail(b, "--json: cannot write '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        return MLN_ERR_ARG;
-    }
-    fclose(fp);
-    remove(tmp);
-    free(tmp);
+    if (mln_result_probe(path, err, sizeof(err)) != MLN_OK)
+        return mln_bench_fail(b, "%s", err);
     return MLN_OK;
 }
 
-static void json_kv_object(FILE *fp, const bench_kv_list_t *l, const char *indent)
+static void json_rows(FILE *fp, const void *arg)
 {
-    fputc('{', fp);
-    for (size_t i = 0; i < l->n; i++) {
-        fprintf(fp, "%s\n%s  ", i ? "," : "", indent);
-        mln_json_write_string(fp, l->v[i].key);
-        fputs(": ", fp);
-        if (l->v[i].numeric)
-            fputs(l->v[i].value, fp);
-        else
-            mln_json_write_string(fp, l->v[i].value);
-    }
-    fprintf(fp, "%s}", l->n ? "\n    " : "");
-}
-
-static void json_provenance(const mln_bench_t *b, FILE *fp)
-{
-    fputs("  \"provenance\": {\n    \"multilane_version\": ", fp);
-    mln_json_write_string(fp, mln_version_string());
-    fputs(",\n    \"mpi_library\": ", fp);
-    mln_json_write_string(fp, b->mpi_library);
-    fputs(",\n    \"mpi_standard\": ", fp);
-    mln_json_write_string(fp, b->mpi_standard);
-    fprintf(fp, ",\n    \"nranks\": %d,\n    \"nhosts\": %d,\n    \"hosts\": [", b->nranks,
-            b->nhosts);
-    for (int i = 0; i < b->nhosts; i++) {
-        fputs(i ? ", " : "", fp);
-        mln_json_write_string(fp, host_name(b, i));
-    }
-    fputs("],\n    \"date\": ", fp);
-    mln_json_write_string(fp, b->date);
-    fputs(",\n    \"command\": ", fp);
-    mln_json_write_string(fp, b->command);
-    fputs(",\n    \"params\": ", fp);
-    json_kv_object(fp, &b->params, "    ");
-    fputs(",\n    \"meta\": ", fp);
-    json_kv_object(fp, &b->meta, "    ");
-    fputs("\n  },\n", fp);
-}
-
-static void json_metrics(const mln_bench_t *b, FILE *fp)
-{
-    const mln_bench_desc_t *d = b->desc;
-    int first = 1;
-
-    fputs("  \"metrics\": [", fp);
-    for (size_t j = 0; j < d->ntests; j++) {
-        const mln_bench_metric_t *m = &d->tests[j].metric;
-        if (!b->selected[j])
-            continue;
-        fputs(first ? "\n    {\"name\": " : ",\n    {\"name\": ", fp);
-        first = 0;
-        mln_json_write_string(fp, m->name);
-        fputs(", \"unit\": ", fp);
-        mln_json_write_string(fp, m->unit);
-        fputs(", \"statistic\": ", fp);
-        mln_json_write_string(fp, m->statistic);
-        fputs(", \"description\": ", fp);
-        mln_json_write_string(fp, m->description);
-        fprintf(fp, ", \"higher_is_better\": %s}", m->higher_is_better ? "true" : "false");
-    }
-    fputs("\n  ],\n", fp);
-}
-
-static void json_rows(const mln_bench_t *b, FILE *fp)
-{
+    const mln_bench_t *b = arg;
     const mln_bench_desc_t *d = b->desc;
 
     fputs("  \"rows\": [", fp);
@@ -338,44 +151,28 @@ static void json_rows(const mln_bench_t *b, FILE *fp)
 
 mln_status_t mln_bench_report_json(mln_bench_t *b, const char *path)
 {
-    char *tmp = tmp_path(path);
-    FILE *fp = NULL;
-    mln_status_t st = MLN_OK;
+    const mln_bench_desc_t *d = b->desc;
+    const mln_bench_metric_t **metrics = calloc(d->ntests ? d->ntests : 1, sizeof(*metrics));
+    mln_result_doc_t doc = {.benchmark = d->name,
+                            .errors = b->total_errors,
+                            .prov = &b->prov,
+                            .command = b->command,
+                            .params = &b->params,
+                            .meta = &b->meta,
+                            .metrics = metrics,
+                            .rows = json_rows,
+                            .rows_arg = b};
+    char err[512];
+    mln_status_t st;
 
-    if (tmp == NULL)
+    if (metrics == NULL)
         return mln_bench_fail(b, "out of memory");
-    fp = fopen(tmp, "w");
-    if (fp == NULL) {
-        st = mln_bench_fail(b, "--json: cannot write '%s': %s", tmp, strerror(errno));
-        goto out;
-    }
-    fputs("{\n  \"schema\": \"multilane-result\",\n  \"data_version\": 1,\n  \"benchmark\": ", fp);
-    mln_json_write_string(fp, b->desc->name);
-    fprintf(fp, ",\n  \"status\": \"%s\",\n  \"errors\": %llu,\n",
-            b->total_errors ? "fail" : "pass", (unsigned long long)b->total_errors);
-    json_provenance(b, fp);
-    json_metrics(b, fp);
-    json_rows(b, fp);
-    fputs("}\n", fp);
-    if (ferror(fp)) {
-        st = mln_bench_fail(b, "--json: cannot write '%s': %s", tmp, strerror(errno));
-        fclose(fp);
-        goto err_remove;
-    }
-    if (fclose(fp) != 0) {
-        st = mln_bench_fail(b, "--json: cannot write '%s': %s", tmp, strerror(errno));
-        goto err_remove;
-    }
-    if (rename(tmp, path) != 0) {
-        st =
-            mln_bench_fail(b, "--json: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        goto err_remove;
-    }
-    goto out;
-
-err_remove:
-    remove(tmp);
-out:
-    free(tmp);
+    for (size_t j = 0; j < d->ntests; j++) /* the selected tests', in the benchmark's order */
+        if (b->selected[j])
+            metrics[doc.nmetrics++] = &d->tests[j].metric;
+    st = mln_result_write(path, &doc, err, sizeof(err));
+    if (st != MLN_OK)
+        mln_bench_fail(b, "%s", err);
+    free(metrics);
     return st;
 }
