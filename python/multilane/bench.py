@@ -3,6 +3,7 @@ store its result JSON (with the launch provenance) and its output log."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -20,7 +21,14 @@ from .benchmarks import Benchmark, get_benchmark
 from .context import Context
 from .errors import RunError, UsageError
 from .launchers import HOSTS_COMMANDS, LaunchCommand, launcher_for
-from .results import ResultError, format_problems, problems, read_json, write_result
+from .results import (
+    SKIP_SCHEMA,
+    ResultError,
+    format_problems,
+    problems,
+    read_json,
+    write_result,
+)
 from .runner import run_streaming
 from .testbed import launch as tblaunch
 from .testbed.launch import TestbedRun
@@ -35,6 +43,9 @@ EXIT_MEANING: Mapping[int, str] = MappingProxyType(
         3: "failure while running",
     }
 )
+# A program that cannot measure here (mln-matmul --gpu, mln-gpu-transfer without a GPU) exits
+# with the status Automake and CTest take for "skipped": neither a pass nor a failure.
+EXIT_SKIPPED = 77
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,7 @@ class BenchRequest:
     scenario: Path | None = None  # run across the hosts of this scenario's live test bed
     ppn: int | None = None  # ranks per test-bed host; None: the default (resolve_ranks)
     hosts: int | None = None  # only the first N test-bed hosts, in site order; None: placement
+    site: str | None = None  # only the hosts of this test-bed site; None: placement
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,9 @@ class PreparedRun:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """How one run ended and where its files are."""
+    """How one run ended and where its files are.  A skipped run (exit EXIT_SKIPPED: it
+    cannot measure on this machine) is neither ok nor failed; its json_path is the skip
+    record."""
 
     prepared: PreparedRun
     ok: bool
@@ -92,6 +106,11 @@ class RunOutcome:
     json_path: Path | None
     log_path: Path
     duration_s: float
+    skipped: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and not self.skipped
 
 
 def slug(text: str) -> str:
@@ -175,12 +194,15 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     testbed = _testbed_run(request, ctx, bench.name)
     if testbed is not None:
         request = replace(request, np=testbed.placement.np, transport="tcp")
-        if note or request.hosts is not None:
+        if note or request.hosts is not None or request.site is not None:
             on = len(testbed.placement.hosts)
             note += f"{'; ' if note else ''}{testbed.placement.np} ranks on {on} host"
             note += "s" if on != 1 else ""
+            whose = "the test bed's" if request.site is None else f"site {request.site}'s"
             if request.hosts is not None:
-                note += f" (hosts = {request.hosts}: the first of the test bed's)"
+                note += f" (hosts = {request.hosts}: the first of {whose})"
+            elif request.site is not None:
+                note += f" (site = {request.site}: all of its hosts)"
     assert request.np is not None
     if request.np < bench.min_ranks:
         raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
@@ -202,6 +224,9 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     if testbed is not None:
         meta["testbed"] = Path(testbed.scenario).stem
         meta["hosts"] = ",".join(testbed.placement.hosts)
+        meta["nic_rate"] = testbed.nic_rate  # reports name the link by it (matmul_report)
+        if request.site is not None:
+            meta["site"] = request.site
     program_argv = [str(program), *option_args]
     for key, value in meta.items():
         program_argv += ["--meta", f"{key}={value}"]
@@ -242,6 +267,7 @@ def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun |
         name,
         every_host=every_host,
         hosts=request.hosts,
+        site=request.site,
     )
 
 
@@ -255,12 +281,15 @@ class ProgressEcho:
         self._comments: list[str] = []
         self._rows = 0
         self.first_error = ""  # the first line that says "error", for the summary
+        self.skip_reason = ""  # what follows "skipped: " in the program's first such line
 
     def __call__(self, line: str) -> None:
         if not line.strip():
             return
         if not self.first_error and "error" in line.lower() and not line.startswith("#"):
             self.first_error = " ".join(line.split())
+        if not self.skip_reason and "skipped: " in line:
+            self.skip_reason = " ".join(line.split("skipped: ", 1)[1].split())
         if line.startswith("#") and not line.startswith("# verdict"):
             self._comments = [*self._comments[-1:], line]
             return
@@ -332,6 +361,8 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
         return RunOutcome(
             prepared, False, message, None, None, prepared.log_path, result.duration_s
         )
+    if result.returncode == EXIT_SKIPPED:
+        return _skipped(prepared, echo.skip_reason, result.duration_s)
     doc, problem = _finish_json(prepared)
     if doc is not None and prepared.testbed is not None and not problem:
         problem = _prove_crossing(prepared, doc, wan_before)
@@ -353,6 +384,39 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
         message += f" (log: {log})" + _clean_hosts(prepared)
     return RunOutcome(
         prepared, ok, message, result.returncode, json_path, prepared.log_path, result.duration_s
+    )
+
+
+def skip_path(prepared: PreparedRun) -> Path:
+    """Where the skip record of a run goes: <label>.skipped.json beside its result file."""
+    return prepared.json_path.with_suffix(".skipped.json")
+
+
+def _skipped(prepared: PreparedRun, reason: str, duration_s: float) -> RunOutcome:
+    """A run whose program exited EXIT_SKIPPED: store a skip record for the report (which
+    reads JSON only) and say why, e.g. "openmpi-gpu: skipped: no GPU (...)"."""
+    reason = reason or f"the program exited {EXIT_SKIPPED} (skipped) without saying why"
+    request = prepared.request
+    record = {
+        "schema": SKIP_SCHEMA,
+        "data_version": 1,
+        "benchmark": prepared.benchmark.name,
+        "label": prepared.label,
+        "reason": reason,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "mpi": prepared.install.name,
+        "transport": request.transport,
+        "np": request.np,
+        "options": {k: str(v) for k, v in request.options.items()},
+        "args": list(request.extra_args),
+        "launch": {"argv": list(prepared.launch.argv), "env": dict(prepared.launch.env)},
+        "log": prepared.log_path.name,
+    }
+    path = skip_path(prepared)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    message = f"{prepared.label}: skipped: {reason}"
+    return RunOutcome(
+        prepared, False, message, EXIT_SKIPPED, path, prepared.log_path, duration_s, True
     )
 
 
@@ -388,6 +452,11 @@ def run_bench(
         ctx.say(f"multilane: {prepared.note}")
     ctx.say(f"multilane: {prepared.describe()}")
     outcome = execute(prepared, ctx)
+    if outcome.skipped:
+        ctx.say(f"multilane: {outcome.message}")
+        ctx.say(f"multilane: skip record: {paths.display(outcome.json_path or out_dir)}")
+        ctx.say(f"multilane: log: {paths.display(outcome.log_path)}")
+        return outcome
     if outcome.json_path is not None:
         ctx.say(f"multilane: result: {paths.display(outcome.json_path)}")
         if copy_to is not None:

@@ -17,6 +17,11 @@ BCAST_ALGOS = ("stock", "mpi", "sme", "hier", "auto")
 STRIPE_TESTS = ("pingpong", "stream", "overlap")
 HALO_TESTS = ("p2p", "neighbor", "rma-fence", "rma-pscw", "rma-passive", "rma-single", "auto")
 HALO_ELEMENT = 8  # bytes of one MPI_DOUBLE: a halo message size is whole elements
+MATMUL_LAYOUTS = ("rows", "blocks2x2")
+MATMUL_MAX_N = 46340  # mln-matmul's limit (N * N fits an int); the seed's largest N is 10000
+GPU_TRANSFER_TESTS = ("host", "cuda-aware", "staged", "pipelined")
+GPU_SLOTS = (2, 16)  # pinned staging slots of the pipelined path (mln-gpu-transfer's range)
+GPU_MAX_CHUNK = 2**30  # bytes per chunk of the pipelined path, at most (mln-gpu-transfer's)
 MAX_LANES = 64  # tcp:N and mpi:N
 MAX_HELPERS = 16  # helper:K
 LANES_HELP = (
@@ -147,11 +152,20 @@ def _stripe_helpers(options: Mapping[str, object]) -> int:
 
 @dataclass(frozen=True)
 class Option:
-    """One program option: its flag and a checker that returns the argument text."""
+    """One program option: its flag and a checker that returns the argument text.  A
+    `switch` takes no argument: its checker answers "1" (pass the flag) or "0" (leave it out)."""
 
     flag: str
     check: Callable[[object], str]
     help: str
+    switch: bool = False
+
+    def args(self, value: object) -> list[str]:
+        """The program arguments for one value (ValueError when it is bad)."""
+        text = self.check(value)
+        if self.switch:
+            return [self.flag] if text == "1" else []
+        return [self.flag, text]
 
 
 @dataclass(frozen=True)
@@ -181,7 +195,7 @@ class Benchmark:
                 known = ", ".join(self.options)
                 raise UsageError(f"{where}unknown option '{key}' for {self.name} (known: {known})")
             try:
-                args += [option.flag, option.check(value)]
+                args += option.args(value)
             except ValueError as exc:
                 raise UsageError(f"{where}{key}: {exc}") from None
         return args
@@ -343,8 +357,99 @@ HALO = Benchmark(
     every_host=True,
 )
 
+
+def _matrix_sizes(value: object) -> str:
+    """N of the matrix product: an integer, a list of them or "1000,2000"; each from 1 to
+    MATMUL_MAX_N, increasing (a result's rows are sorted by size, one per N)."""
+    if isinstance(value, str):
+        items: list[object] = [int(t) if t.strip().isdigit() else t for t in value.split(",")]
+    elif isinstance(value, list) and value:
+        items = list(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        items = [value]
+    else:
+        raise ValueError(f"expected N or a list of N such as [1000, 2000], got {value!r}")
+    bad = [
+        i
+        for i in items
+        if isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= MATMUL_MAX_N
+    ]
+    numbers = [i for i in items if isinstance(i, int)]
+    if bad:
+        raise ValueError(
+            f"expected matrix sizes N from 1 to {MATMUL_MAX_N}, got {', '.join(map(repr, bad))}"
+        )
+    if any(b <= a for a, b in zip(numbers, numbers[1:])):
+        raise ValueError(f"expected N in increasing order without repeats, got {numbers}")
+    return ",".join(map(str, numbers))
+
+
+MATMUL = Benchmark(
+    name="matmul",
+    program="mln-matmul",
+    description="matrix product C = A x B of N x N doubles (ALGORITHMS.md M1): rank 0 holds A "
+    "and B, broadcasts B, scatters row blocks of A, every rank multiplies its block (BLAS "
+    "DGEMM, or cuBLAS with gpu), rank 0 gathers C; one row per N",
+    options=MappingProxyType(
+        {
+            "n": Option("--n", _matrix_sizes, "matrix sizes N, e.g. 1000,2000,4000"),
+            "reps": Option("--reps", _positive_int, "timed repetitions per N (median)"),
+            "layout": Option(
+                "--layout",
+                _one_of(MATMUL_LAYOUTS),
+                "rows (row blocks of A, all of B) or blocks2x2 (the seed's GPU split, 4 ranks)",
+            ),
+            "gpu": Option("--gpu", _zero_one, "1: the local product on the GPU", switch=True),
+            "exact_max_n": Option(
+                "--exact-max-n",
+                _non_negative_int,
+                "check C exactly against a serial product up to this N (above: Freivalds)",
+            ),
+            "blas_threads": Option(
+                "--blas-threads", _int_from(1, 1024, "BLAS threads"), "threads of each DGEMM"
+            ),
+        }
+    ),
+    min_ranks=1,
+    # No payload: a row's iters are its repetitions, which payload_bytes would count twice
+    # (iters x params.reps); a WAN run is not proven to cross (seed003-cluster has no WAN).
+)
+
+
+def _chunk(value: object) -> str:
+    text = _size(value)
+    if parse_size(text) > GPU_MAX_CHUNK:
+        raise ValueError(f"expected a chunk of at most 1G, got {value!r}")
+    return text
+
+
+GPU_TRANSFER = Benchmark(
+    name="gpu-transfer",
+    program="mln-gpu-transfer",
+    description="a GPU buffer between 2 ranks (ALGORITHMS.md M2): host memory, device "
+    "pointers straight to a CUDA-aware MPI, naive staging through the host, pipelined staging "
+    "through pinned slots; bandwidth per path",
+    options=MappingProxyType(
+        {
+            **_sweep_options("1:64M"),
+            "tests": Option(
+                "--tests",
+                _choices(GPU_TRANSFER_TESTS),
+                "subset of host, cuda-aware, staged, pipelined",
+            ),
+            "chunk": Option("--chunk", _chunk, "pipelined: bytes per chunk, e.g. 1M"),
+            "slots": Option(
+                "--slots", _int_from(*GPU_SLOTS, "pinned slots"), "pipelined: pinned slots"
+            ),
+        }
+    ),
+    min_ranks=2,
+    # an iteration is a round trip: one message of `bytes` each way between the two ranks
+    payload=MappingProxyType({f"{t.replace('-', '_')}_MBps": "2" for t in GPU_TRANSFER_TESTS}),
+)
+
 BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(
-    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO)}
+    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO, MATMUL, GPU_TRANSFER)}
 )
 
 

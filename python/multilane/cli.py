@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from . import __version__, paths
 from . import mpi as mpimod
-from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, run_bench
+from .bench import DEFAULT_TIMEOUT_S, EXIT_SKIPPED, BenchRequest, resolve_ranks, run_bench
 from .benchmarks import (
     BENCHMARKS,
     LANES_HELP,
@@ -82,7 +82,13 @@ def _int_or_text(text: str) -> object:
 # Benchmark options taken directly by `bench` (besides --sizes, --reps and --lanes): the key,
 # how the text becomes the value the benchmark's checker takes, and --help's name for it.
 DIRECT_OPTIONS: Mapping[str, tuple[Callable[[str], object], str]] = MappingProxyType(
-    {"algo": (str.strip, "NAME"), "leaders": (_int_or_text, "L"), "root": (_int_or_text, "R")}
+    {
+        "algo": (str.strip, "NAME"),
+        "leaders": (_int_or_text, "L"),
+        "root": (_int_or_text, "R"),
+        "n": (str.strip, "N,N,..."),
+        "layout": (str.strip, "NAME"),
+    }
 )
 
 
@@ -234,13 +240,13 @@ def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
     resolve_ranks(request)
     results = args.results or paths.default_results_dir(ctx.root)
     if args.scenario is None:
-        run_bench(request, ctx, results.resolve(), args.json)
-        return 0
+        outcome = run_bench(request, ctx, results.resolve(), args.json)
+        return EXIT_SKIPPED if outcome.skipped else 0
     from .testbed.commands import testbed_for  # noqa: PLC0415
 
     with testbed_for(args.scenario, ctx):
-        run_bench(request, ctx, results.resolve(), args.json)
-    return 0
+        outcome = run_bench(request, ctx, results.resolve(), args.json)
+    return EXIT_SKIPPED if outcome.skipped else 0
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -291,7 +297,8 @@ NO_ROOT_NEEDED = ("report", "validate")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 1 a run failed, 2 bad input)."""
+    """Entry point; returns the exit status (0 ok, 1 a run failed, 2 bad input, 77 bench
+    skipped: the program cannot measure here, e.g. no GPU)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import mpi as mpimod
 from . import paths
 from .bench import (
+    BenchRequest,
     PreparedRun,
     RunOutcome,
     execute,
@@ -59,15 +60,46 @@ def precheck(scenario: Scenario, ctx: Context) -> None:
         mpimod.resolve(request.mpi, ctx.root, ctx.env, get_benchmark(request.benchmark).program)
 
 
-def print_plan(scenario: Scenario, prepared: list[PreparedRun], ctx: Context) -> None:
-    """The dry-run listing: one command per run (with how its ranks were chosen)."""
+def print_plan(
+    scenario: Scenario, prepared: list[PreparedRun | BenchRequest], ctx: Context
+) -> None:
+    """The dry-run listing: one command per run (with how its ranks were chosen); a test-bed
+    run planned without a live test bed (a BenchRequest) says where its ranks will go."""
     ctx.say(f"scenario {scenario.name}: {len(prepared)} runs ({paths.display(scenario.path)})")
     if scenario.testbed_check:
         streams = streams_text(scenario.check_streams)
         ctx.say(f"first: testbed check (RTT, loss, iperf3 with {streams}) -> {CHECK_FILE}")
     for i, run in enumerate(prepared, 1):
+        if isinstance(run, BenchRequest):
+            where = f"site {run.site}" if run.site else "the default placement"
+            where += f", the first {run.hosts} hosts" if run.hosts else ""
+            ctx.say(
+                f"({i}/{len(prepared)}) {run.label}: {run.benchmark} on the test bed ({where}, "
+                f"ppn {run.ppn}): its command needs the test bed up "
+                f"(multilane testbed up {paths.display(scenario.path)})"
+            )
+            continue
         note = f" [{run.note}]" if run.note else ""
         ctx.say(f"({i}/{len(prepared)}) {run.label}{note}: {run.describe()}")
+
+
+def dry_plan(scenario: Scenario, ctx: Context, out_dir: Path) -> list[PreparedRun | BenchRequest]:
+    """What a dry run can check: every run's MPI and program (precheck) and options; the
+    commands of runs on this machine; those of test-bed runs only when its test bed is up
+    (their placement needs the live one), else the request itself."""
+    from .testbed.bed import Testbed  # noqa: PLC0415 - avoids an import cycle
+
+    if scenario.network is None or Testbed.load(ctx) is not None:
+        return list(plan(scenario, ctx, out_dir))
+    precheck(scenario, ctx)
+    out: list[PreparedRun | BenchRequest] = []
+    for request in scenario.runs:
+        if request.scenario is None:
+            out.append(prepare(request, ctx, out_dir))
+        else:
+            get_benchmark(request.benchmark).option_args(request.options)
+            out.append(request)
+    return out
 
 
 def run_scenario(
@@ -75,8 +107,8 @@ def run_scenario(
 ) -> ExperimentResult:
     """Run a scenario; RunError at the end when any run failed (the others still run)."""
     out_dir = new_results_dir(results_base, scenario.name)
-    if dry_run:  # with a [network], the commands need its test bed up (the placement)
-        print_plan(scenario, plan(scenario, ctx, out_dir), ctx)
+    if dry_run:  # with a [network], the test-bed commands need it up (the placement)
+        print_plan(scenario, dry_plan(scenario, ctx, out_dir), ctx)
         return ExperimentResult(out_dir, (), None)
     if scenario.network is None:
         return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir)
@@ -151,7 +183,8 @@ def _execute_all(
             ctx.say(f"multilane: report failed: {exc}")
     if report is not None:
         print_report(report, ctx)
-    failed = [o for o in outcomes if not o.ok]
+    ctx.say(summary_line(scenario, outcomes))
+    failed = [o for o in outcomes if o.failed]
     if failed:
         problems.insert(
             0,
@@ -161,6 +194,22 @@ def _execute_all(
     if problems:
         raise RunError("; ".join(problems))
     return ExperimentResult(out_dir, tuple(outcomes), report)
+
+
+def summary_line(scenario: Scenario, outcomes: list[RunOutcome]) -> str:
+    """How the runs ended, e.g. "scenario x: 5 runs: 3 ok, 1 skipped (openmpi-gpu: no GPU
+    (...)), 1 failed (mpich-tcp)"; a skipped run (it cannot measure on this machine) is
+    neither ok nor failed."""
+    ok = [o for o in outcomes if o.ok]
+    skipped = [o for o in outcomes if o.skipped]
+    failed = [o for o in outcomes if o.failed]
+    parts = [f"{len(ok)} ok"]
+    if skipped:
+        why = "; ".join(o.message for o in skipped)
+        parts.append(f"{len(skipped)} skipped ({why})")
+    if failed:
+        parts.append(f"{len(failed)} failed ({', '.join(o.prepared.label for o in failed)})")
+    return f"scenario {scenario.name}: {len(outcomes)} runs: " + ", ".join(parts)
 
 
 def print_report(report: Report, ctx: Context) -> None:

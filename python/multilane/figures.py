@@ -1,4 +1,5 @@
-"""Helpers the report's figures share: the message-size axis."""
+"""Helpers the report's figures share: the message-size axis, a log or linear y axis chosen by
+the spread of the values, and the drawing of a section's figures."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from .sizes import format_size
 
 TICK_STEPS = (1, 2, 5, 10)
+LOG_SPREAD = 10.0  # values spanning more than this factor get a log y axis (y_scale)
 
 
 def size_axis(ax: Any, xs: list[int], max_ticks: int) -> None:
@@ -28,6 +30,28 @@ def size_axis(ax: Any, xs: list[int], max_ticks: int) -> None:
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(round(x))))
+
+
+def plain_number(value: float, _pos: object = None) -> str:
+    """A tick label without exponents: 0.05, 0.5, 20, 1,000, 20,000."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:g}"
+
+
+def log_y(ax: Any) -> None:
+    """A log y axis labelled 1, 2, 5, 10, 20, ... in plain numbers."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def y_scale(ax: Any, values: Sequence[float], spread: float = LOG_SPREAD) -> None:
+    """Log y when the positive values span more than `spread`, else linear from 0."""
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > spread:
+        log_y(ax)
+    else:
+        ax.set_ylim(bottom=0, top=max(positive, default=1) * 1.1)
 
 
 def draw_figures(

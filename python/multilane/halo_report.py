@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from .figures import draw_figures, size_axis
+from .figures import draw_figures, log_y, size_axis, y_scale
 from .sizes import format_size
 from .stripe_report import DPI, Section, format_number, format_times
 
@@ -478,28 +478,6 @@ def modes_statement(mpi: str, mine: Sequence[HaloRun]) -> str:
 # ---- figures ----------------------------------------------------------------------------
 
 
-def _plain(value: float, _pos: object = None) -> str:
-    """A tick label without exponents: 0.05, 0.5, 20, 1,000, 20,000."""
-    return f"{value:,.0f}" if value >= 10 else f"{value:g}"
-
-
-def _log_y(ax: Any) -> None:
-    """A log y axis labelled 1, 2, 5, 10, 20, ... in plain numbers."""
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def _y_scale(ax: Any, values: Sequence[float]) -> None:
-    """Log y when the values span more than LOG_SPREAD, else linear from 0."""
-    positive = [v for v in values if v > 0]
-    if positive and max(positive) / min(positive) > LOG_SPREAD:
-        _log_y(ax)
-    else:
-        ax.set_ylim(bottom=0, top=max(positive, default=1) * 1.1)
-
-
 def _nbr_axis(ax: Any, ticks: Sequence[int]) -> None:
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(ticks)) or [2]))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -545,7 +523,7 @@ def plot_neighbors(found: Sequence[HaloRun], path: Path) -> bool:
                 values += [t for _, t in points]
                 ax.plot(*zip(*points), label=mode, **STYLES[mode])
         _nbr_axis(ax, list(rows))
-        _y_scale(ax, values)
+        y_scale(ax, values, LOG_SPREAD)
         ax.set_ylabel("time per iteration [us], median")
         ax.set_title(f"{mpi}, {place}")
         ax.grid(True, which="major", alpha=0.3)
@@ -590,7 +568,7 @@ def plot_ratio(found: Sequence[HaloRun], path: Path) -> bool:
         ax.axhline(1.0, color="black", linewidth=1.6, label="p2p (= 1)")
         ax.axhline(TARGET, color="gray", linestyle=":", linewidth=1.2, label=f"target {TARGET}x")
         _nbr_axis(ax, list(rows))
-        _y_scale(ax, values)
+        y_scale(ax, values, LOG_SPREAD)
         ax.set_ylabel("p2p time / mode time (> 1: faster than p2p)")
         ax.set_title(f"{mpi}, {place}")
         ax.grid(True, which="major", alpha=0.3)
@@ -626,7 +604,7 @@ def plot_sizes(found: Sequence[HaloRun], path: Path) -> bool:
             ax.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.12, linewidth=0)
         size_axis(ax, run.sizes(), 12)
         ax.set_xlabel("message size per neighbour [bytes]")
-        _log_y(ax)
+        log_y(ax)
         ax.set_ylabel("time per iteration [us], median")
         ax.set_title(run.name, fontsize="medium")
         ax.grid(True, which="major", alpha=0.3)

@@ -11,16 +11,27 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from . import __version__, bcast_report, halo_report, paths, stripe_report
+from . import (
+    __version__,
+    bcast_report,
+    gpu_report,
+    halo_report,
+    matmul_report,
+    paths,
+    stripe_report,
+)
 from .errors import MultilaneError
 from .figures import size_axis
-from .results import is_result, load_result, read_json, run_label
+from .results import is_result, is_skip_record, load_result, read_json, run_label
 from .sizes import format_size
 from .testbed.check import CHECK_SCHEMA
 
 MAX_CELL = 60
 DPI = 110
 SUMMARY_COLUMNS = 4  # panels per row of <benchmark>-summary.png
+# Benchmarks whose section has its own tables of every metric (matmul: a row per N, a table per
+# MPI x transport x ranks): the generic size x run tables and plots are left out for them.
+OWN_TABLES = ("matmul",)
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,8 @@ class Report:
 
 
 def collect(in_dir: Path) -> tuple[dict[str, list[Run]], list[str]]:
-    """Result files of a folder grouped by benchmark, and notes on files skipped."""
+    """Result files of a folder grouped by benchmark, and notes on files skipped (a folder
+    with only skip records of runs that could not measure has no group)."""
     if not in_dir.is_dir():
         raise MultilaneError(f"{in_dir}: not a folder")
     groups: dict[str, list[Run]] = {}
@@ -58,14 +70,14 @@ def collect(in_dir: Path) -> tuple[dict[str, list[Run]], list[str]]:
         except MultilaneError:
             notes.append(f"skipped {path.name}: not valid JSON")
             continue
-        if is_check(doc):
-            continue  # the test bed's check: read by load_checks
+        if is_check(doc) or is_skip_record(doc):
+            continue  # the test bed's check, a skipped run: read by load_checks, load_skipped
         if not is_result(doc):
             notes.append(f"skipped {path.name}: not a multilane result")
             continue
         doc = load_result(path)  # a result that does not validate stops the report
         groups.setdefault(doc["benchmark"], []).append(Run(run_label(doc, path.stem), path, doc))
-    if not groups:
+    if not groups and not load_skipped(in_dir):
         raise MultilaneError(f"{in_dir}: no multilane result files (*.json) found")
     for runs in groups.values():
         runs.sort(key=lambda r: (r.doc["provenance"]["date"], r.path.name))
@@ -94,6 +106,32 @@ def load_checks(in_dir: Path) -> list[dict[str, Any]]:
         if is_check(doc) and isinstance(doc.get("rows"), list):
             checks.append(doc)
     return checks
+
+
+def load_skipped(in_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """The CLI's records of skipped runs (exit 77, e.g. no GPU) by benchmark, by label."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(in_dir.glob("*.json")):
+        try:
+            doc = read_json(path)
+        except MultilaneError:
+            continue
+        if is_skip_record(doc):
+            found.setdefault(str(doc.get("benchmark", "?")), []).append({**doc, "file": path.name})
+    for records in found.values():
+        records.sort(key=lambda r: str(r.get("label", "")))
+    return found
+
+
+def skipped_table(records: list[dict[str, Any]]) -> list[str]:
+    """Runs that could not measure here: label, why, MPI, ranks, date, record file."""
+    rows = [
+        [_cell(r.get("label", "?")), _cell(r.get("reason", "?")), _cell(r.get("mpi", "?")),
+         str(r.get("np", "?")), _cell(r.get("date", "?")), r["file"]]
+        for r in records
+    ]  # fmt: skip
+    header = ["run", "skipped: why", "MPI", "ranks", "date", "record"]
+    return _table(header, rows, right=len(header))
 
 
 def metrics_of(runs: list[Run]) -> list[dict[str, Any]]:
@@ -242,23 +280,29 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
     out_dir = in_dir if out_dir is None else out_dir
     groups, notes = collect(in_dir)
     checks = load_checks(in_dir)
+    skipped = load_skipped(in_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     images: list[Path] = []
     md = [
         f"# Multilane report: {in_dir.name}",
         "",
-        f"{sum(len(r) for r in groups.values())} runs from `{in_dir}`; written by multilane "
+        f"{sum(len(r) for r in groups.values())} runs from `{in_dir}`"
+        + (f" ({sum(map(len, skipped.values()))} more skipped)" if skipped else "")
+        + "; written by multilane "
         f"{__version__} on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Metrics are defined in "
         "docs/METRICS.md; the shaded band on each plot spans the min and max of the "
         "repetitions. Zero-byte rows appear in the tables only (log axes).",
     ]
     text: list[str] = []
-    for benchmark, runs in sorted(groups.items()):
-        metrics = metrics_of(runs)
-        summary = out_dir / f"{benchmark}-summary.png"
-        plot_summary(runs, benchmark, metrics, summary)
-        images.append(summary)
-        md += ["", f"## {benchmark}", "", f"![{benchmark}: all metrics]({summary.name})"]
+    for benchmark in sorted(set(groups) | set(skipped)):
+        runs, gone = groups.get(benchmark, []), skipped.get(benchmark, [])
+        md += ["", f"## {benchmark}"]
+        metrics = metrics_of(runs) if benchmark not in OWN_TABLES else []
+        if metrics:
+            summary = out_dir / f"{benchmark}-summary.png"
+            plot_summary(runs, benchmark, metrics, summary)
+            images.append(summary)
+            md += ["", f"![{benchmark}: all metrics]({summary.name})"]
         for metric in metrics:
             png = out_dir / f"{benchmark}-{metric['name']}.png"
             plot_metric(runs, benchmark, metric, png)
@@ -273,14 +317,27 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             "bcast": bcast_report.section,
             "halo": halo_report.section,
         }
-        if benchmark in sections:
+        with_skips = {
+            "matmul": matmul_report.section,
+            "gpu-transfer": gpu_report.section,
+        }
+        part = None
+        if benchmark in with_skips:
+            part = with_skips[benchmark](runs, checks, out_dir, _table, gone)
+        elif benchmark in sections and runs:
             part = sections[benchmark](runs, checks, out_dir, _table)
+        if part is not None:
             md += part.markdown
             images += part.images
             text += part.text
             notes += part.notes
-        md += ["", f"### {benchmark}: runs", "", *provenance_table(runs, out_dir)]
-        md += ["", "Commands:", "", *_commands(runs)]
+        if runs:
+            md += ["", f"### {benchmark}: runs", "", *provenance_table(runs, out_dir)]
+            md += ["", "Commands:", "", *_commands(runs)]
+        if gone:
+            table = skipped_table(gone)
+            md += ["", f"### {benchmark}: skipped runs", "", *table]
+            text += ["", f"{benchmark}: skipped runs", *table]
     if checks:
         table = stripe_report.check_table(checks, _table)
         md += ["", "## Test bed check", "", "Stored in testbed-check.json.", "", *table]

@@ -14,6 +14,7 @@ import jsonschema
 from .errors import MultilaneError
 
 SCHEMA_NAME = "multilane-result"
+SKIP_SCHEMA = "multilane-skipped"  # the CLI's record of a run that could not measure (exit 77)
 DATA_VERSION = 1
 SCHEMA_FILE = "result-v1.json"
 MAX_MESSAGES = 8  # problems listed per file
@@ -100,6 +101,11 @@ def problems(doc: Any) -> list[str]:
 def is_result(doc: Any) -> bool:
     """Whether a parsed JSON document claims to be a Multilane result."""
     return isinstance(doc, dict) and doc.get("schema") == SCHEMA_NAME
+
+
+def is_skip_record(doc: Any) -> bool:
+    """Whether a parsed JSON document is the CLI's record of a skipped run (no GPU)."""
+    return isinstance(doc, dict) and doc.get("schema") == SKIP_SCHEMA
 
 
 def read_json(path: Path) -> Any:

@@ -15,8 +15,11 @@
     label = "openmpi-tcp-4"
     np = 4
     [network]                         # the emulated test bed (testbed/topology.py)
-                                      # with it, runs take ppn = 2 (ranks per host) and
-                                      # hosts = 1 (only the first N hosts, site by site)
+                                      # with it, runs take ppn = 2 (ranks per host),
+                                      # hosts = 1 (only the first N hosts, site by site),
+                                      # site = "a" (only that site's hosts), and a run
+                                      # with testbed = false stays on this machine
+                                      # (transport, np) while the test bed is up
     testbed_check = true              # (top level) testbed check first: testbed-check.json
                                       # (iperf3 with 1 and 8 streams; [1, 2, 4]: those counts)
 
@@ -45,13 +48,16 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 TOP_KEYS = ("name", "description", "testbed_check", "network", "defaults", "matrix", "run")
-MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn", "hosts")  # and benchmark options
-RUN_KEYS = (*MATRIX_KEYS, "label", "timeout", "env", "args")
+MATRIX_KEYS = ("benchmark", "mpi", "transport", "np", "ppn", "hosts", "site")  # and options
+RUN_KEYS = (*MATRIX_KEYS, "label", "timeout", "env", "args", "testbed")
 LOCAL_ONLY_KEYS = ("transport", "np")  # a [network] scenario places ranks by site (ppn)
 NETWORK_ONLY_KEYS = {
     "ppn": "ppn needs a [network] (ranks per host)",
     "hosts": "hosts needs a [network] (how many of its hosts the ranks go to)",
+    "site": "site needs a [network] (the site whose hosts the ranks go to)",
+    "testbed": "testbed needs a [network] (false: this run stays on this machine)",
 }
+LOCAL_RUN = "testbed = false"  # a run of a [network] scenario on this machine
 DEFAULT_BENCHMARK = "pt2pt"
 
 
@@ -87,7 +93,7 @@ def _type_name(value: object) -> str:
 def _check_common(key: str, value: Any) -> str | None:
     """The problem with one run key's value, or None."""
     problem = None
-    if key in ("benchmark", "mpi", "transport", "label"):
+    if key in ("benchmark", "mpi", "transport", "label", "site"):
         if not isinstance(value, str) or not value:
             problem = f"expected a non-empty string, got {_type_name(value)}"
         elif key == "benchmark" and value not in BENCHMARKS:
@@ -99,6 +105,9 @@ def _check_common(key: str, value: Any) -> str | None:
     elif key in ("np", "ppn", "hosts"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             problem = f"expected a positive integer, got {value!r}"
+    elif key == "testbed":
+        if not isinstance(value, bool):
+            problem = f"expected true or false, got {value!r}"
     elif key == "timeout":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             problem = f"expected a positive number of seconds, got {value!r}"
@@ -177,6 +186,7 @@ class _Loader:
             meta={"scenario": name},
             ppn=merged.get("ppn"),
             hosts=merged.get("hosts"),
+            site=merged.get("site"),
         )
 
     def matrix_option(self, key: str, values: list[Any], benchmark: str | None) -> None:
@@ -212,6 +222,31 @@ def _matrix_label(combo: Mapping[str, Any]) -> str:
         else:
             parts.append(f"{key}{value}")
     return "-".join(parts)
+
+
+def check_site(loader: _Loader, where: str, value: object, network: Network) -> None:
+    """`site` (or each value of matrix.site) names a site of the test bed."""
+    known = [s.name for s in network.sites]
+    for i, name in enumerate(value if isinstance(value, list) else [value]):
+        if name not in known:
+            raise loader.fail(
+                where + (f"[{i}]" if isinstance(value, list) else ""),
+                f"no site {name!r} in the [network] (its sites: {', '.join(known)})",
+            )
+
+
+def check_site_hosts(loader: _Loader, where: str, request: BenchRequest, network: Network) -> None:
+    """A run with both `site` and `hosts`: at most the site's host count."""
+    if request.site is None or request.hosts is None:
+        return
+    hosts = network.site(request.site).hosts
+    if request.hosts > len(hosts):
+        names = ", ".join(h.name for h in hosts)
+        raise loader.fail(
+            where,
+            f"{request.hosts} hosts asked in site {request.site}, which has {len(hosts)} "
+            f"({names}): expected 1 to {len(hosts)}",
+        )
 
 
 def check_hosts(loader: _Loader, where: str, value: object, network: Network) -> None:
@@ -280,31 +315,55 @@ def load_scenario(path: Path) -> Scenario:
     network = parse_network(doc["network"], loader.fail) if "network" in doc else None
     if not requests and network is None:
         raise loader.fail("", "no runs: add a [matrix] table or [[run]] tables (or a [network])")
-    tables = [("defaults", defaults), ("matrix", matrix)]
-    tables += [(f"run[{i}]", run) for i, run in enumerate(runs_table)]
-    for where, table in tables:
+    # A table is local (its runs stay on this machine) when it, or the [defaults] it inherits,
+    # says testbed = false; the [matrix] follows [defaults].
+    on_bed = defaults.get("testbed", True)
+    tables = [("defaults", defaults, on_bed), ("matrix", matrix, on_bed)]
+    tables += [(f"run[{i}]", r, r.get("testbed", on_bed)) for i, r in enumerate(runs_table)]
+    for where, table, bed in tables:
         for key in table:
-            if network is not None and key in LOCAL_ONLY_KEYS:
+            if network is not None and bed and key in LOCAL_ONLY_KEYS:
                 raise loader.fail(
                     f"{where}.{key}",
                     f"not for a scenario with a [network]: its runs go {placement_text()} "
-                    "over the emulated network (use ppn for ranks per host)",
+                    f"over the emulated network (use ppn for ranks per host; {LOCAL_RUN} "
+                    "keeps a run on this machine)",
+                )
+            if network is not None and not bed and key in NETWORK_ONLY_KEYS and key != "testbed":
+                raise loader.fail(
+                    f"{where}.{key}",
+                    f"not for a run with {LOCAL_RUN}: it runs on this machine (transport, np)",
                 )
             if network is None and key in NETWORK_ONLY_KEYS:
                 raise loader.fail(f"{where}.{key}", NETWORK_ONLY_KEYS[key])
             if network is not None and key == "hosts":
                 check_hosts(loader, f"{where}.{key}", table[key], network)
+            if network is not None and key == "site":
+                check_site(loader, f"{where}.{key}", table[key], network)
+    matrix_runs = len(requests) - len(runs_table)
+    local = [on_bed is False] * matrix_runs + [
+        r.get("testbed", on_bed) is False for r in runs_table
+    ]
     if network is not None:
-        requests = [replace(r, scenario=path, transport="tcp") for r in requests]
+        requests = [
+            r if here else replace(r, scenario=path, transport="tcp")
+            for r, here in zip(requests, local)
+        ]
+        for i, req in enumerate(requests):
+            if local[i]:  # [defaults] keys of test-bed runs do not apply to it
+                requests[i] = replace(req, ppn=None, hosts=None, site=None)
     elif check_streams:
         raise loader.fail("testbed_check", "needs a [network] (the test bed to measure)")
     seen: dict[str, int] = {}
     for i, req in enumerate(requests):
-        label = req.label or (req.mpi if network is not None else f"{req.mpi}-{req.transport}")
+        on_testbed = req.scenario is not None
+        label = req.label or (req.mpi if on_testbed else f"{req.mpi}-{req.transport}")
         if slug(label) in seen:
             first = seen[slug(label)] + 1
             raise loader.fail(f"run {i + 1}", f"label '{label}' repeats run {first}; set label")
         seen[slug(label)] = i
+        if network is not None and on_testbed:
+            check_site_hosts(loader, f"run {i + 1} ({label})", req, network)
         try:
             requests[i], _ = resolve_ranks(replace(req, label=label))
         except UsageError as exc:

@@ -50,7 +50,9 @@ def test_bench_bad_input(fake_root: Path, args: list[str], fragment: str) -> Non
 
 def test_unknown_benchmark(fake_root: Path) -> None:
     proc = multilane(["bench", "nope"], clean_env(fake_root))
-    _one_line_error(proc, "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo)")
+    _one_line_error(
+        proc, "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo, matmul, gpu-transfer)"
+    )
 
 
 def test_invalid_tunable_is_refused_before_launch(fake_root: Path) -> None:

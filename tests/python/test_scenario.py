@@ -504,3 +504,188 @@ def test_seed002_halo_scenario() -> None:
         budget, low, high = (run.options[k] for k in ("iter_budget", "min_iters", "max_iters"))
         assert [min(max(budget // s, low), high) for s in sizes][:4] == [high] * 4
         assert min(max(budget // 2**20, low), high) == low == 20
+
+
+# ---- seed 003: matmul and gpu-transfer keys, site and testbed = false ----------------------
+
+TWO_SITES_NO_WAN = (
+    '[network]\n[[network.site]]\nname = "eth"\nhosts = 2\nnic_rate = "1gbit"\n'
+    '[[network.site]]\nname = "fast"\nhosts = 2\n'
+)
+
+
+def test_matmul_options_in_a_scenario(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        '[defaults]\nbenchmark = "matmul"\nmpi = "openmpi"\nn = [1000, 2000]\nreps = 2\n'
+        '[matrix]\nlayout = ["rows", "blocks2x2"]\n[[run]]\nlabel = "gpu"\nnp = 4\ngpu = true\n'
+        'n = "500,4000"\nexact_max_n = 0\nblas_threads = 2\n',
+    )
+    runs = load_scenario(path).runs
+    assert [r.label for r in runs] == ["layoutrows", "layoutblocks2x2", "gpu"]
+    from multilane.benchmarks import MATMUL  # noqa: PLC0415
+
+    assert MATMUL.option_args(runs[1].options) == [
+        "--n", "1000,2000", "--reps", "2", "--layout", "blocks2x2",
+    ]  # fmt: skip
+    assert MATMUL.option_args(runs[2].options) == [
+        "--n", "500,4000", "--reps", "2", "--gpu", "--exact-max-n", "0", "--blas-threads", "2",
+    ]  # fmt: skip
+    assert MATMUL.option_args({"gpu": 0}) == []  # a switch: no flag for 0 / false
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ("n = 0", "run[0]", "n: expected matrix sizes N from 1 to 46340, got 0"),
+        ("n = [1000, 50000]", "run[0]", "n: expected matrix sizes N from 1 to 46340, got 50000"),
+        ('n = "1000,abc"', "run[0]", "n: expected matrix sizes N from 1 to 46340, got 'abc'"),
+        ("n = [2000, 1000]", "run[0]", "n: expected N in increasing order without repeats"),
+        ("n = [1000, 1000]", "run[0]", "n: expected N in increasing order without repeats"),
+        ("n = []", "run[0]", "n: expected N or a list of N such as [1000, 2000], got []"),
+        ('layout = "cols"', "run[0]", "layout: expected one of rows, blocks2x2, got 'cols'"),
+        ("gpu = 2", "run[0]", "gpu: expected 0 or 1 (or true/false), got 2"),
+        ("exact_max_n = -1", "run[0]", "exact_max_n: expected an integer >= 0, got -1"),
+        ("blas_threads = 0", "run[0]", "blas_threads: expected BLAS threads from 1 to 1024, got 0"),
+        ('sizes = "1:4M"', "run[0]", "unknown option 'sizes' for matmul (known: n, reps, layout"),
+    ],
+)
+def test_matmul_validation_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    _refused(_write(tmp_path, f'[[run]]\nmpi = "mpich"\nbenchmark = "matmul"\n{text}\n'), where,
+             problem)  # fmt: skip
+
+
+def test_matmul_matrix_values_are_checked(tmp_path: Path) -> None:
+    text = '[defaults]\nbenchmark = "matmul"\nmpi = "mpich"\n[matrix]\nlayout = ["rows", "x"]\n'
+    _refused(_write(tmp_path, text), "matrix.layout[1]", "expected one of rows, blocks2x2")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('tests = "host,nvlink"', "tests: unknown name(s) nvlink (known: host, cuda-aware"),
+        ("slots = 17", "slots: expected pinned slots from 2 to 16, got 17"),
+        ("slots = 1", "slots: expected pinned slots from 2 to 16, got 1"),
+        ('chunk = "0"', "chunk: expected a size of at least 1 such as 4M"),
+        ('chunk = "1536M"', "chunk: expected a chunk of at most 1G, got '1536M'"),
+        ('sizes = "1:"', "sizes: "),
+    ],
+)
+def test_gpu_transfer_validation_errors(tmp_path: Path, text: str, problem: str) -> None:
+    body = f'[[run]]\nmpi = "openmpi"\nbenchmark = "gpu-transfer"\n{text}\n'
+    _refused(_write(tmp_path, body), "run[0]", problem)
+
+
+def test_gpu_transfer_options(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        '[[run]]\nmpi = "openmpi"\nbenchmark = "gpu-transfer"\nsizes = "1K:64M"\n'
+        'tests = "staged,pipelined"\nchunk = "512K"\nslots = 4\nreps = 5\n',
+    )
+    (run,) = load_scenario(path).runs
+    assert (run.benchmark, run.np, run.label) == ("gpu-transfer", 2, "openmpi-shm")
+    assert run.options == {
+        "sizes": "1K:64M", "tests": "staged,pipelined", "chunk": "512K", "slots": 4, "reps": 5,
+    }  # fmt: skip
+
+
+def test_local_and_site_runs_in_a_network_scenario(tmp_path: Path) -> None:
+    """testbed = false keeps a run on this machine (transport, np) while the test bed is up;
+    site = NAME puts a test-bed run on that site's hosts; [defaults] keys of the other kind
+    do not apply."""
+    path = _write(
+        tmp_path,
+        '[defaults]\nbenchmark = "matmul"\nmpi = "openmpi"\nppn = 2\n'
+        '[[run]]\ntestbed = false\ntransport = "tcp"\nnp = 4\n'
+        "[[run]]\ntestbed = false\n"
+        '[[run]]\nsite = "fast"\n'
+        '[[run]]\nlabel = "one"\nsite = "eth"\nhosts = 1\nppn = 4\n' + TWO_SITES_NO_WAN,
+    )
+    runs = load_scenario(path).runs
+    assert [(r.label, r.scenario is None, r.transport, r.np, r.ppn, r.site, r.hosts)
+            for r in runs] == [
+        ("openmpi-tcp", True, "tcp", 4, None, None, None),
+        ("openmpi-shm", True, "shm", 2, None, None, None),
+        ("openmpi", False, "tcp", None, 2, "fast", None),
+        ("one", False, "tcp", None, 4, "eth", 1),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ('[[run]]\nmpi = "openmpi"\nsite = "eth"\n', "run[0].site", "site needs a [network]"),
+        ('[[run]]\nmpi = "openmpi"\ntestbed = false\n', "run[0].testbed", "needs a [network]"),
+        (
+            '[[run]]\nmpi = "openmpi"\nsite = "lan"\n' + TWO_SITES_NO_WAN,
+            "run[0].site",
+            "no site 'lan' in the [network] (its sites: eth, fast)",
+        ),
+        (
+            '[defaults]\nmpi = "openmpi"\n[matrix]\nsite = ["eth", "x"]\n' + TWO_SITES_NO_WAN,
+            "matrix.site[1]",
+            "no site 'x' in the [network]",
+        ),
+        ('[[run]]\nmpi = "openmpi"\nsite = 3\n' + TWO_SITES_NO_WAN, "run[0].site", "non-empty"),
+        (
+            '[[run]]\nmpi = "openmpi"\ntestbed = "no"\n' + TWO_SITES_NO_WAN,
+            "run[0].testbed",
+            "expected true or false, got 'no'",
+        ),
+        (
+            '[[run]]\nmpi = "openmpi"\ntestbed = false\nppn = 2\n' + TWO_SITES_NO_WAN,
+            "run[0].ppn",
+            "not for a run with testbed = false: it runs on this machine (transport, np)",
+        ),
+        (
+            '[[run]]\nmpi = "openmpi"\ntestbed = false\nsite = "eth"\n' + TWO_SITES_NO_WAN,
+            "run[0].site",
+            "not for a run with testbed = false",
+        ),
+        (
+            '[[run]]\nmpi = "openmpi"\ntransport = "tcp"\n' + TWO_SITES_NO_WAN,
+            "run[0].transport",
+            "(use ppn for ranks per host; testbed = false keeps a run on this machine)",
+        ),
+        (
+            '[[run]]\nmpi = "openmpi"\nsite = "eth"\nhosts = 3\n' + TWO_SITES_NO_WAN,
+            "run 1 (openmpi)",
+            "3 hosts asked in site eth, which has 2 (eth1, eth2): expected 1 to 2",
+        ),
+    ],
+)
+def test_site_and_testbed_validation_errors(
+    tmp_path: Path, text: str, where: str, problem: str
+) -> None:
+    _refused(_write(tmp_path, text), where, problem)
+
+
+def test_seed003_cluster_scenario() -> None:
+    """{openmpi, mpich} x {shm, tcp on this machine; sites eth (1 Gbit/s NICs) and fast (no
+    limit) of the test bed} x {2, 4} ranks x N 1000, 2000, 4000, 8000."""
+    scenario = load_scenario(REPO / "scenarios" / "seed003-cluster.toml")
+    assert scenario.name == "seed003-cluster" and scenario.testbed_check
+    network = scenario.network
+    assert network is not None and not network.wan
+    assert [(h.name, h.site, h.nic_rate_bps) for h in network.hosts] == [
+        ("eth1", "eth", 10**9), ("eth2", "eth", 10**9), ("fast1", "fast", 0), ("fast2", "fast", 0),
+    ]  # fmt: skip
+    cells = set()
+    for run in scenario.runs:
+        assert run.benchmark == "matmul" and run.options["layout"] == "rows"
+        assert run.options["reps"] == 3 and "gpu" not in run.options
+        if run.scenario is None:
+            where, ranks = run.transport, run.np
+            assert run.ppn is None and run.site is None
+        else:
+            assert run.site is not None and run.ppn is not None and run.hosts is None
+            where, ranks = run.site, 2 * run.ppn  # both hosts of the site
+        assert run.options["n"] == [1000, 2000, 4000, 8000] and run.timeout_s == 900.0
+        assert run.label == f"{run.mpi}-{where}-np{ranks}"
+        cells.add((run.mpi, where, ranks))
+    assert cells == {
+        (mpi, where, ranks)
+        for mpi in ("openmpi", "mpich")
+        for where in ("shm", "tcp", "eth", "fast")
+        for ranks in (2, 4)
+    }

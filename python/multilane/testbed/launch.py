@@ -17,7 +17,7 @@ from ..context import Context
 from ..errors import UsageError
 from ..launchers import HostPlacement
 from .bed import Testbed
-from .topology import Network
+from .topology import Network, format_rate
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class TestbedRun:
     scenario: str
     sites: int = 2  # sites the placement's hosts are in: with 1, no byte has a WAN to cross
     host_limit: int | None = None  # the run's `hosts = N` (the first N hosts); None: not set
+    site: str | None = None  # the run's `site = NAME` (that site's hosts); None: not set
+    nic_rates: tuple[int, ...] = ()  # bit/s of each placement host's NIC (0: unlimited)
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """`argv` started inside the first host (with its words intact)."""
@@ -66,7 +68,17 @@ class TestbedRun:
         }
         if self.host_limit is not None:
             doc["host_limit"] = self.host_limit
+        if self.site is not None:
+            doc["site"] = self.site
+        doc["nic_rate"] = self.nic_rate
         return doc
+
+    @property
+    def nic_rate(self) -> str:
+        """The NIC rate of the placement's hosts: "1gbit", "unlimited", or each distinct one
+        ("1gbit,unlimited") when they differ; what a report names the link by."""
+        rates = dict.fromkeys(self.nic_rates)
+        return ",".join(format_rate(r) if r else "unlimited" for r in rates) or "unlimited"
 
 
 def placement(
@@ -78,11 +90,13 @@ def placement(
     *,
     every_host: bool = False,
     hosts: int | None = None,
+    site: str | None = None,
 ) -> TestbedRun:
     """One host per site (the first of each), or with `every_host` every host site by site,
     or with `hosts` the first `hosts` hosts site by site (1 .. all; the run's `hosts = N`),
-    `ppn` ranks each, on the live test bed built from `scenario`; UsageError when none is up,
-    or one from another scenario."""
+    or with `site` that site's hosts (the first `hosts` of them when given), `ppn` ranks
+    each, on the live test bed built from `scenario`; UsageError when none is up, or one from
+    another scenario."""
     bed = Testbed.load(ctx)
     where = scenario.resolve()
     if bed is None:
@@ -94,27 +108,37 @@ def placement(
         )
     if not bed.state.complete:
         raise UsageError("the test bed is INCOMPLETE (a failed up): run multilane testbed down")
+    pool, what = network.hosts, "the test bed has"
+    if site is not None:
+        try:
+            pool, what = network.site(site).hosts, f"site {site} has"
+        except KeyError:
+            known = ", ".join(s.name for s in network.sites)
+            raise UsageError(f"{name}: site {site!r}: no such site (known: {known})") from None
     if hosts is not None:
-        if isinstance(hosts, bool) or not 1 <= hosts <= len(network.hosts):
-            names = ", ".join(h.name for h in network.hosts)
+        if isinstance(hosts, bool) or not 1 <= hosts <= len(pool):
+            names = ", ".join(h.name for h in pool)
             raise UsageError(
-                f"{name}: hosts {hosts!r}: the test bed has {len(network.hosts)} hosts "
-                f"({names}): expected 1 to {len(network.hosts)}"
+                f"{name}: hosts {hosts!r}: {what} {len(pool)} hosts ({names}): "
+                f"expected 1 to {len(pool)}"
             )
-        chosen = network.hosts[:hosts]
+        chosen = pool[:hosts]
+    elif site is not None:
+        chosen = pool
     elif every_host:
         chosen = network.hosts
     elif not network.wan and len(network.sites) < 2:
         chosen = network.sites[0].hosts[:2]
     else:
-        chosen = tuple(site.hosts[0] for site in network.sites)
-    if hosts is None and len(chosen) < 2:
+        chosen = tuple(s.hosts[0] for s in network.sites)
+    if hosts is None and site is None and len(chosen) < 2:
         raise UsageError(f"{name}: the scenario has fewer than 2 hosts to spread ranks over")
     names = tuple(h.name for h in chosen)
     iface = bed.host(names[0]).interface
     place = HostPlacement(names, ppn, str(bed.agent), network.subnet, iface)
     sites = len({h.site for h in chosen})
-    return TestbedRun(bed, place, str(where), sites=sites, host_limit=hosts)
+    rates = tuple(h.nic_rate_bps for h in chosen)
+    return TestbedRun(bed, place, str(where), sites, hosts, site, rates)
 
 
 def crossed_link(run: TestbedRun, before: int, moved: int) -> tuple[dict[str, int], str]:
