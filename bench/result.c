@@ -200,20 +200,36 @@ static char *tmp_path(const char *path)
     return tmp;
 }
 
-mln_status_t mln_result_probe(const char *path, char *err, size_t errlen)
+/* path.tmp opened for writing: the stream, and the name in *tmp (free it); NULL with err set
+ * and *st the status (no memory, or the file cannot be made). */
+static FILE *open_tmp(const char *path, char **tmp, mln_status_t *st, char *err, size_t errlen)
 {
-    char *tmp = tmp_path(path);
     FILE *fp;
 
-    if (tmp == NULL) {
+    *tmp = tmp_path(path);
+    if (*tmp == NULL) {
         snprintf(err, errlen, "out of memory");
-        return MLN_ERR_NOMEM;
+        *st = MLN_ERR_NOMEM;
+        return NULL;
     }
-    fp = fopen(tmp, "w");
+    fp = fopen(*tmp, "w");
     if (fp == NULL) {
-        snprintf(err, errlen, "--json: cannot write '%s': %s", tmp, strerror(errno));
+        snprintf(err, errlen, "--json: cannot write '%s': %s", *tmp, strerror(errno));
+        *st = MLN_ERR_SYS;
+    }
+    return fp;
+}
+
+mln_status_t mln_result_probe(const char *path, char *err, size_t errlen)
+{
+    char *tmp = NULL;
+    mln_status_t st = MLN_OK;
+    FILE *fp = open_tmp(path, &tmp, &st, err, errlen);
+
+    if (fp == NULL) {
         free(tmp);
-        return MLN_ERR_ARG;
+        return st == MLN_ERR_SYS ? MLN_ERR_ARG
+                                 : st; /* a path that cannot be written: an argument */
     }
     fclose(fp);
     remove(tmp);
@@ -284,20 +300,12 @@ static void json_metrics(FILE *fp, const mln_result_doc_t *doc)
 mln_status_t mln_result_write(const char *path, const mln_result_doc_t *doc, char *err,
                               size_t errlen)
 {
-    char *tmp = tmp_path(path);
-    FILE *fp = NULL;
+    char *tmp = NULL;
     mln_status_t st = MLN_OK;
+    FILE *fp = open_tmp(path, &tmp, &st, err, errlen);
 
-    if (tmp == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return MLN_ERR_NOMEM;
-    }
-    fp = fopen(tmp, "w");
-    if (fp == NULL) {
-        snprintf(err, errlen, "--json: cannot write '%s': %s", tmp, strerror(errno));
-        st = MLN_ERR_SYS;
+    if (fp == NULL)
         goto out;
-    }
     fputs("{\n  \"schema\": \"multilane-result\",\n  \"data_version\": 1,\n  \"benchmark\": ", fp);
     mln_json_write_string(fp, doc->benchmark);
     fprintf(fp, ",\n  \"status\": \"%s\",\n  \"errors\": %llu,\n", doc->errors ? "fail" : "pass",
