@@ -66,6 +66,7 @@ build: deps
 	    cmake -S . -B build/$$m -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
 	          -DCMAKE_INSTALL_PREFIX=$(PREFIX) >build/$$m.configure.log 2>&1 \
 	        || { cat build/$$m.configure.log; echo "multilane: configuring build/$$m failed" >&2; exit 1; }; \
+	    sed -n "s/^-- multilane: /multilane: $$m: /p" build/$$m.configure.log; \
 	    cmake --build build/$$m -j $(JOBS) >build/$$m.build.log 2>&1 \
 	        || { cat build/$$m.build.log; echo "multilane: build for $$m failed (log: build/$$m.build.log)" >&2; exit 1; }; \
 	    echo "multilane: built build/$$m"; \
