@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from multilane.context import Context
+from multilane.scenario import load_scenario
+from multilane.testbed.state import State
+
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,6 +203,34 @@ def clean_env(root: Path | None = None, **extra: str) -> dict[str, str]:
         env["MULTILANE_ROOT"] = str(root)
     env.update(extra)
     return env
+
+
+def table_cells(lines: list[str], first: str, after: str = "") -> list[str]:
+    """The cells of the first Markdown table row starting with `first` after a line that
+    contains `after` (the report tests' way into a table)."""
+    start = next(i for i, line in enumerate(lines) if after in line)
+    for line in lines[start:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            return cells[1:]
+    raise AssertionError(f"no row {first!r} after {after!r}")
+
+
+def recorded_bed(
+    directory: Path, scenario: Path, root: Path = REPO_ROOT, complete: bool = True
+) -> Context:
+    """A state file saying the test bed of `scenario` is up (the record of `testbed up`, as
+    placement reads it), and a context at `root` that finds it: nothing is built or started."""
+    network = load_scenario(scenario).network
+    assert network is not None
+    hosts = [
+        {"name": h.name, "site": h.site, "namespace": f"mlnf00d-h-{h.name}",
+         "address": h.address, "interface": h.interfaces[0].name}
+        for h in network.hosts
+    ]  # fmt: skip
+    State(directory, "mlnf00d-", str(scenario.resolve()), complete=complete, hosts=hosts).save()
+    env = clean_env(root, MULTILANE_TESTBED_DIR=str(directory))
+    return Context(root=root, env=env, ncpus=2, euid=0)
 
 
 def multilane(

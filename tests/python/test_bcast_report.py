@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import clean_env, multilane
+from conftest import clean_env, multilane, table_cells
 from multilane.bcast_report import stock_variant
 from multilane.report import make_report
 
@@ -67,17 +67,6 @@ def _bcast_dir(
     return folder
 
 
-def _cells(lines: list[str], first: str, after: str = "") -> list[str]:
-    """The cells of the first Markdown table row starting with `first` after a line that
-    contains `after`."""
-    start = next(i for i, line in enumerate(lines) if after in line)
-    for line in lines[start:]:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and cells[0] == first:
-            return cells[1:]
-    raise AssertionError(f"no row {first!r} after {after!r}")
-
-
 @pytest.mark.parametrize(
     ("env", "name"),
     [
@@ -127,27 +116,27 @@ def test_bcast_report(fixtures: Path, tmp_path: Path) -> None:
     assert "![bcast: time per broadcast against message size](bcast-time.png)" in md
     assert "![bcast: speed-up against leaders per node](bcast-leaders.png)" in md
     # 4M and above: best stock, hier, best sme (the L that ran), speed-ups
-    assert _cells(lines, "size", "**openmpi**, 4M") == [
+    assert table_cells(lines, "size", "**openmpi**, 4M") == [
         "best stock [ms]", "hier [ms]", "best sme [ms]", "hier speed-up", "sme speed-up",
         "sme / hier",
     ]  # fmt: skip
-    assert _cells(lines, "4M", "**openmpi**, 4M") == [
+    assert table_cells(lines, "4M", "**openmpi**, 4M") == [
         "500 (tuned:pipeline)", "282", "88.7 (L=4)", "1.77x", "5.64x", "3.18x",
     ]  # fmt: skip
-    assert _cells(lines, "16M", "**openmpi**, 4M") == [
+    assert table_cells(lines, "16M", "**openmpi**, 4M") == [
         "1,500 (tuned:pipeline)", "1,134", "328 (L=4)", "1.32x", "4.58x", "3.46x",
     ]  # fmt: skip
-    assert _cells(lines, "4M", "**mpich**, 4M") == [
+    assert table_cells(lines, "4M", "**mpich**, 4M") == [
         "520 (binomial)", "-", "214 (L=4)", "-", "2.43x", "-",
     ]  # fmt: skip
-    assert _cells(lines, "16M", "**mpich**, 4M")[0] == "1,756 (default)"
+    assert table_cells(lines, "16M", "**mpich**, 4M")[0] == "1,756 (default)"
     # below the threshold (16K, from the runs): time / stock time with the same settings
     assert "**openmpi**, below the threshold (16K, as the runs recorded)" in md
-    assert _cells(lines, "size", "**openmpi**, below") == ["hier / stock", "sme L=4 / stock"]
-    assert _cells(lines, "1K", "**openmpi**, below") == ["1.007", "1.014"]
-    assert _cells(lines, "8K", "**openmpi**, below") == ["1.003", "1.010"]
-    assert _cells(lines, "furthest", "**openmpi**, below") == ["1.007 (1K)", "1.014 (1K)"]
-    assert _cells(lines, "furthest", "**mpich**, below") == ["1.032 (1K)"]
+    assert table_cells(lines, "size", "**openmpi**, below") == ["hier / stock", "sme L=4 / stock"]
+    assert table_cells(lines, "1K", "**openmpi**, below") == ["1.007", "1.014"]
+    assert table_cells(lines, "8K", "**openmpi**, below") == ["1.003", "1.010"]
+    assert table_cells(lines, "furthest", "**openmpi**, below") == ["1.007 (1K)", "1.014 (1K)"]
+    assert table_cells(lines, "furthest", "**mpich**, below") == ["1.032 (1K)"]
     said = [line[2:] for line in md.splitlines() if line.startswith("- ")]
     assert "iperf3 on the test bed: 1 stream 133 Mbit/s, 8 streams 979 (7.37x)." in said
     assert (
@@ -201,11 +190,11 @@ def test_bcast_report_paired(fixtures: Path, tmp_path: Path) -> None:
     ]  # fmt: skip
     md = make_report(_bcast_dir(fixtures, tmp_path / "r", runs)).markdown.read_text()
     lines = re.sub(r" +", " ", md).splitlines()
-    assert _cells(lines, "size", "**openmpi**, below") == [
+    assert table_cells(lines, "size", "**openmpi**, below") == [
         "stock (default) / stock", "sme L=4 / stock",
     ]  # fmt: skip
-    assert _cells(lines, "1K", "**openmpi**, below") == ["1.004", "1.061"]
-    assert _cells(lines, "4K", "**openmpi**, below") == ["0.990", "1.020"]
+    assert table_cells(lines, "1K", "**openmpi**, below") == ["1.004", "1.061"]
+    assert table_cells(lines, "4K", "**openmpi**, below") == ["0.990", "1.020"]
     assert (
         "At sizes below the threshold (16K), mln_bcast times, called in turn with MPI_Bcast, "
         "call by call (paired test), are NOT within 5% of stock MPI_Bcast (up to 6.1% off; "
@@ -246,8 +235,8 @@ def test_bcast_report_notes(fixtures: Path, tmp_path: Path) -> None:
     assert "iperf3 on the test bed" not in md
     lines = re.sub(r" +", " ", md).splitlines()
     # the stock default run kept is the first (2966158 us at 16M), not the repeat
-    assert _cells(lines, "16M", "**openmpi**, 4M")[:3] == ["2,966 (default)", "-", "328 (L=4)"]
-    assert _cells(lines, "4M", "**mpich**, 4M") == ["-", "-", "214 (L=4)", "-", "-", "-"]
+    assert table_cells(lines, "16M", "**openmpi**, 4M")[:3] == ["2,966 (default)", "-", "328 (L=4)"]
+    assert table_cells(lines, "4M", "**mpich**, 4M") == ["-", "-", "214 (L=4)", "-", "-", "-"]
     assert "sme (L=4) is 4.58x" not in md and "9.05x as fast" in md
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import clean_env, multilane
+from conftest import clean_env, multilane, table_cells
 from multilane.halo_report import disabled_modes, mode_codes, mode_of_metric
 from multilane.report import make_report
 
@@ -81,17 +81,6 @@ def _halo_dir(fixtures: Path, folder: Path, runs: list[Spec]) -> Path:
     return folder
 
 
-def _cells(lines: list[str], first: str, after: str) -> list[str]:
-    """The cells of the first Markdown table row starting with `first` after a line that
-    contains `after`."""
-    start = next(i for i, line in enumerate(lines) if after in line)
-    for line in lines[start:]:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and cells[0] == first:
-            return cells[1:]
-    raise AssertionError(f"no row {first!r} after {after!r}")
-
-
 def _said(md: str) -> list[str]:
     return [line[2:] for line in md.splitlines() if line.startswith("- ")]
 
@@ -146,24 +135,24 @@ def test_halo_report(fixtures: Path, tmp_path: Path) -> None:
     assert "![halo: p2p time / mode time against neighbours](halo-ratio.png)" in md
     assert "![halo: time per iteration against message size](halo-sizes.png)" in md
     one = "**openmpi**, 1 host x 8 ranks, 1280 B:"
-    assert _cells(lines, "nbrs", one) == [
+    assert table_cells(lines, "nbrs", one) == [
         "grid", "p2p [us]", "neighbor [us]", "rma-fence [us]", "rma-pscw [us]",
         "rma-passive [us]", "rma-single [us]", "auto [us]", "p2p / best RMA",
         "single / best RMA", "single / fence",
     ]  # fmt: skip
-    assert _cells(lines, "2", one) == [
+    assert table_cells(lines, "2", one) == [
         "8", "10", "14", "12.5", "8", "9", "20", "8.2 (rma-pscw)",
         "1.25x (rma-pscw)", "2.50x", "1.60x",
     ]  # fmt: skip
     # 4 neighbours: the dedicated 1280 B run, not the sweep that also has 1280 B
-    assert _cells(lines, "4", one)[1:3] == ["13.5", "15"]
-    assert _cells(lines, "4", one)[-3:] == ["1.35x (rma-fence)", "2.10x", "2.10x"]
-    assert _cells(lines, "6", one)[-3:] == ["1.50x (rma-fence)", "2.08x", "2.08x"]
+    assert table_cells(lines, "4", one)[1:3] == ["13.5", "15"]
+    assert table_cells(lines, "4", one)[-3:] == ["1.35x (rma-fence)", "2.10x", "2.10x"]
+    assert table_cells(lines, "6", one)[-3:] == ["1.50x (rma-fence)", "2.08x", "2.08x"]
     across = "**openmpi**, 4 hosts x 2 ranks, 1280 B:"
-    assert _cells(lines, "2", across)[-3:] == ["0.95x (rma-passive)", "2.29x", "2.00x"]
+    assert table_cells(lines, "2", across)[-3:] == ["0.95x (rma-passive)", "2.29x", "2.00x"]
     # a mode disabled on the MPI: "-" in its column, the ratios from the other RMA modes
     mpich = "**mpich**, 1 host x 8 ranks, 1280 B:"
-    assert _cells(lines, "2", mpich) == [
+    assert table_cells(lines, "2", mpich) == [
         "8", "700", "3,000", "26,000", "-", "4,900", "58,000", "720 (p2p)",
         "0.14x (rma-passive)", "11.84x", "2.23x",
     ]  # fmt: skip
@@ -212,15 +201,15 @@ def test_halo_report(fixtures: Path, tmp_path: Path) -> None:
     )
     # auto's table: every run x size, the sweep's three sizes included
     auto = "auto against the fastest measured mode"
-    assert _cells(lines, "openmpi-1h-2d-1", auto) == [
+    assert table_cells(lines, "openmpi-1h-2d-1", auto) == [
         "openmpi, 1 host x 8 ranks, 4 nbrs (4x2)", "1280", "rma-fence", "rma-fence (10 us)",
         "1.00x", "fastest", "10.5", "1.05x",
     ]  # fmt: skip
-    assert _cells(lines, "openmpi-4h-1d-3", auto) == [
+    assert table_cells(lines, "openmpi-4h-1d-3", auto) == [
         "openmpi, 4 hosts x 2 ranks, 2 nbrs (8)", "1280", "neighbor", "p2p (100 us)", "1.01x",
         "tied (ranges overlap)", "101", "1.01x",
     ]  # fmt: skip
-    assert _cells(lines, "mpich-4h-1d-9", auto) == [
+    assert table_cells(lines, "mpich-4h-1d-9", auto) == [
         "mpich, 4 hosts x 2 ranks, 2 nbrs (8)", "1280", "neighbor", "p2p (1,800 us)", "1.39x",
         "slower", "1,850", "1.03x",
     ]  # fmt: skip
@@ -274,7 +263,7 @@ def test_halo_report_missing_modes(fixtures: Path, tmp_path: Path) -> None:
     md = report.markdown.read_text()
     lines = re.sub(r" +", " ", md).splitlines()
     one = "**openmpi**, 1 host x 8 ranks, 1280 B:"
-    assert _cells(lines, "4", one)[2:8] == ["15", "10", "11", "-", "21", "10.5 (p2p)"]
+    assert table_cells(lines, "4", one)[2:8] == ["15", "10", "11", "-", "21", "10.5 (p2p)"]
     said = _said(md)
     assert (
         "openmpi: measured with verified data in every run: p2p, neighbor, rma-fence, rma-pscw, "

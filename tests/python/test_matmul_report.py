@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane
+from conftest import REPO_ROOT, clean_env, multilane, recorded_bed, table_cells
 from multilane.bench import BenchRequest, prepare
 from multilane.context import Context
 from multilane.errors import UsageError
@@ -24,7 +24,6 @@ from multilane.matmul_report import where_of
 from multilane.report import make_report
 from multilane.scenario import load_scenario
 from multilane.testbed.launch import placement
-from multilane.testbed.state import State
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 M = 2**20
@@ -163,17 +162,6 @@ def _cluster_dir(folder: Path) -> Path:
     return folder
 
 
-def _cells(lines: list[str], first: str, after: str) -> list[str]:
-    """The cells of the first Markdown table row starting with `first` after a line that
-    contains `after`."""
-    start = next(i for i, line in enumerate(lines) if after in line)
-    for line in lines[start:]:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and cells[0] == first:
-            return cells[1:]
-    raise AssertionError(f"no row {first!r} after {after!r}")
-
-
 def _said(md: str) -> list[str]:
     """The statements: list items other than the commands of the runs ("- `label`: ...")."""
     return [line[2:] for line in md.splitlines() if line.startswith("- ") and line[2] != "`"]
@@ -248,23 +236,23 @@ def test_matmul_report(tmp_path: Path) -> None:
         assert f"![matmul: {alt}]({name})" in md
     # a table per MPI x transport x ranks; the N=8000 run merged into its configuration
     shm4 = "**openmpi, shared memory, 4 ranks (openmpi-shm-np4, openmpi-shm-np4-n8000)**:"
-    assert _cells(lines, "N", shm4) == [
+    assert table_cells(lines, "N", shm4) == [
         "total [s]", "bcast [s]", "scatter [s]", "dgemm [s]", "gather [s]", "GFLOP/s",
         "comm share",
     ]  # fmt: skip
     # N=4000, 4 ranks: bcast 0.176, scatter 0.096, dgemm 3.2, gather 0.096: total 3.568
-    assert _cells(lines, "4000", shm4) == [
+    assert table_cells(lines, "4000", shm4) == [
         "3.57", "0.176", "0.096", "3.2", "0.096", "35.9", "10.3%",
     ]  # fmt: skip
-    assert _cells(lines, "8000", shm4)[:2] == ["27.1", "0.704"]
+    assert table_cells(lines, "8000", shm4)[:2] == ["27.1", "0.704"]
     tcp2 = "**openmpi, TCP loopback, 2 ranks (openmpi-tcp-np2)**:"
-    assert _cells(lines, "1000", tcp2) == [
+    assert table_cells(lines, "1000", tcp2) == [
         "0.149", "0.031", "0.01", "0.1", "0.008", "13.4", "32.9%",
     ]  # fmt: skip
     eth = "**mpich, 1 Gbit/s Ethernet (2 hosts), 2 ranks (mpich-eth-np2)**:"
-    assert _cells(lines, "2000", eth)[:2] == ["1.62", "0.5"]
+    assert table_cells(lines, "2000", eth)[:2] == ["1.62", "0.5"]
     missing = "**mpich, unthrottled link (2 hosts), 4 ranks (mpich-fast-np4)**:"
-    assert _cells(lines, "2000", missing)[4] == "-"
+    assert table_cells(lines, "2000", missing)[4] == "-"
     said = _said(md)
     # every transport against shared memory at the largest N both have (8000 is shm only)
     assert (
@@ -321,7 +309,7 @@ def test_matmul_report(tmp_path: Path) -> None:
         "1 run(s) skipped (nothing measured or verified)." in said
     )
     # the skipped run has its own table; the terminal text has the tables and statements
-    assert _cells(lines, "openmpi-shm-gpu", "### matmul: skipped runs")[:2] == [
+    assert table_cells(lines, "openmpi-shm-gpu", "### matmul: skipped runs")[:2] == [
         "no GPU (cudaGetDeviceCount: no CUDA-capable device)", "openmpi",
     ]  # fmt: skip
     assert "matmul: openmpi, TCP loopback, 2 ranks (openmpi-tcp-np2)" in report.text
@@ -444,11 +432,11 @@ def test_gpu_report(tmp_path: Path) -> None:
     )
     lines = re.sub(r" +", " ", md).splitlines()
     gpu = "**openmpi, shared memory, 4 ranks, layout blocks2x2 (openmpi-shm-gpu-blocks2x2)**:"
-    assert _cells(lines, "N", gpu) == [
+    assert table_cells(lines, "N", gpu) == [
         "total [s]", "bcast [s]", "scatter [s]", "h2d [s]", "kernel [s]", "d2h [s]",
         "gather [s]", "GFLOP/s", "comm share",
     ]  # fmt: skip
-    assert _cells(lines, "1000", gpu)[3:6] == ["0.0125", "0.00625", "0.00625"]
+    assert table_cells(lines, "1000", gpu)[3:6] == ["0.0125", "0.00625", "0.00625"]
     assert "Verification passed in every run: 4 runs, 8 rows (one per N), 0 errors." in said
 
 
@@ -579,23 +567,8 @@ def test_dry_run_without_the_test_bed(fake_root: Path, tmp_path: Path) -> None:
 SEED003 = REPO_ROOT / "scenarios" / "seed003-cluster.toml"
 
 
-def _recorded_bed(directory: Path, root: Path) -> Context:
-    """A state file saying the test bed of seed003-cluster is up, as `testbed up` records it,
-    and a context that finds it (the tree at `root`)."""
-    network = load_scenario(SEED003).network
-    assert network is not None
-    hosts = [
-        {"name": h.name, "site": h.site, "namespace": f"mlnf00d-h-{h.name}",
-         "address": h.address, "interface": h.interfaces[0].name}
-        for h in network.hosts
-    ]  # fmt: skip
-    State(directory, "mlnf00d-", str(SEED003.resolve()), complete=True, hosts=hosts).save()
-    env = clean_env(root, MULTILANE_TESTBED_DIR=str(directory))
-    return Context(root=root, env=env, ncpus=2, euid=0)
-
-
 def test_placement_on_one_site(tmp_path: Path) -> None:
-    ctx = _recorded_bed(tmp_path / "state", REPO_ROOT)
+    ctx = recorded_bed(tmp_path / "state", SEED003)
     network = load_scenario(SEED003).network
     assert network is not None
     eth = placement(ctx, SEED003, network, 2, "matmul", site="eth")
@@ -616,7 +589,7 @@ def test_prepare_a_site_run(fake_root: Path, tmp_path: Path) -> None:
     """The launch of a run with site = eth: both eth hosts, and the meta the report names the
     transport by (hosts, site, nic_rate)."""
     _fake_matmul(fake_root)
-    ctx = _recorded_bed(tmp_path / "state", fake_root)
+    ctx = recorded_bed(tmp_path / "state", SEED003, fake_root)
     ctx = Context(root=fake_root, env={**ctx.env, "MULTILANE_ROOT": str(fake_root)}, ncpus=2,
                   euid=0)  # fmt: skip
     request = BenchRequest(

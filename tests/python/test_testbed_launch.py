@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_CONFIG, REPO_ROOT, _script, clean_env, multilane
+from conftest import FAKE_CONFIG, REPO_ROOT, _script, clean_env, multilane, recorded_bed
 from multilane.bench import BenchRequest, prepare
 from multilane.benchmarks import PT2PT
 from multilane.context import Context
 from multilane.errors import UsageError
 from multilane.scenario import load_scenario
 from multilane.testbed.launch import crossed_link, payload_bytes, placement
-from multilane.testbed.state import State
 
 
 def _doc(
@@ -70,23 +69,8 @@ def test_bench_scenario_usage_errors(args: list[str], message: str) -> None:
 BCAST_2SITE = REPO_ROOT / "scenarios" / "bcast-2site.toml"
 
 
-def _recorded_bed(directory: Path, scenario: Path, complete: bool = True) -> Context:
-    """A state file saying the test bed of `scenario` is up (the record of `testbed up`, as
-    placement reads it), and a context that finds it."""
-    network = load_scenario(scenario).network
-    assert network is not None
-    hosts = [
-        {"name": h.name, "site": h.site, "namespace": f"mlnf00d-h-{h.name}",
-         "address": h.address, "interface": h.interfaces[0].name}
-        for h in network.hosts
-    ]  # fmt: skip
-    State(directory, "mlnf00d-", str(scenario.resolve()), complete=complete, hosts=hosts).save()
-    env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(directory))
-    return Context(root=REPO_ROOT, env=env, ncpus=2, euid=0)
-
-
 def test_placement_every_host_site_by_site(tmp_path: Path) -> None:
-    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    ctx = recorded_bed(tmp_path / "state", BCAST_2SITE)
     network = load_scenario(BCAST_2SITE).network
     assert network is not None
     every = placement(ctx, BCAST_2SITE, network, 2, "bcast", every_host=True)
@@ -101,10 +85,10 @@ def test_placement_needs_the_same_complete_bed(tmp_path: Path) -> None:
     other = REPO_ROOT / "scenarios" / "wan-2site.toml"
     network = load_scenario(BCAST_2SITE).network
     assert network is not None
-    ctx = _recorded_bed(tmp_path / "a", other)
+    ctx = recorded_bed(tmp_path / "a", other)
     with pytest.raises(UsageError, match=r"built from .*wan-2site\.toml, not .*bcast-2site\.toml"):
         placement(ctx, BCAST_2SITE, network, 2, "bcast", every_host=True)
-    ctx = _recorded_bed(tmp_path / "b", BCAST_2SITE, complete=False)
+    ctx = recorded_bed(tmp_path / "b", BCAST_2SITE, complete=False)
     with pytest.raises(UsageError, match="INCOMPLETE"):
         placement(ctx, BCAST_2SITE, network, 2, "bcast", every_host=True)
 
@@ -115,7 +99,7 @@ def test_bench_bcast_launch_on_every_host(fake_root: Path, tmp_path: Path) -> No
     program = fake_root / "build" / "openmpi" / "bin" / "mln-bcast"
     program.write_text("#!/bin/sh\nexit 0\n")
     program.chmod(0o755)
-    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    ctx = recorded_bed(tmp_path / "state", BCAST_2SITE)
     ctx = Context(
         root=fake_root, env={**ctx.env, "MULTILANE_ROOT": str(fake_root)}, ncpus=2, euid=0
     )
@@ -133,7 +117,7 @@ def test_bench_bcast_launch_on_every_host(fake_root: Path, tmp_path: Path) -> No
 
 def test_placement_first_hosts(tmp_path: Path) -> None:
     """hosts = N: the first N hosts site by site, whatever the benchmark's own placement."""
-    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    ctx = recorded_bed(tmp_path / "state", BCAST_2SITE)
     network = load_scenario(BCAST_2SITE).network
     assert network is not None
     one = placement(ctx, BCAST_2SITE, network, 8, "halo", every_host=True, hosts=1)
@@ -151,7 +135,7 @@ def test_placement_first_hosts(tmp_path: Path) -> None:
 
 def test_no_crossing_to_prove_within_one_site(tmp_path: Path) -> None:
     """Ranks on the hosts of one site move nothing over the WAN: no delay-line proof."""
-    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    ctx = recorded_bed(tmp_path / "state", BCAST_2SITE)
     network = load_scenario(BCAST_2SITE).network
     assert network is not None
     run = placement(ctx, BCAST_2SITE, network, 2, "halo", every_host=True, hosts=2)
@@ -162,7 +146,7 @@ def test_no_crossing_to_prove_within_one_site(tmp_path: Path) -> None:
 def test_bench_halo_launch_on_one_host(fake_root: Path, tmp_path: Path) -> None:
     """A halo run with hosts = 1: every rank on the first host (fake MPI tree; the command
     is built, not run), for both MPIs' launchers."""
-    ctx = _recorded_bed(tmp_path / "state", BCAST_2SITE)
+    ctx = recorded_bed(tmp_path / "state", BCAST_2SITE)
     ctx = Context(
         root=fake_root, env={**ctx.env, "MULTILANE_ROOT": str(fake_root)}, ncpus=2, euid=0
     )
