@@ -189,30 +189,6 @@ static const char *bench_default_sizes(const mln_bench_desc_t *d)
     return d->default_sizes != NULL ? d->default_sizes : "1:4M";
 }
 
-/* Prints `text` wrapped at 100 columns, continuation lines indented by 25. */
-static void usage_text(FILE *fp, const char *text)
-{
-    int col = 25;
-
-    while (*text) {
-        const char *sp = strchr(text, ' ');
-        int len = sp ? (int)(sp - text) : (int)strlen(text);
-        if (col > 25 && col + 1 + len > 100) {
-            fprintf(fp, "\n%25s", "");
-            col = 25;
-        } else if (col > 25) {
-            fputc(' ', fp);
-            col++;
-        }
-        fprintf(fp, "%.*s", len, text);
-        col += len;
-        text += len;
-        while (*text == ' ')
-            text++;
-    }
-    fputc('\n', fp);
-}
-
 static void bench_usage(const mln_bench_t *b, FILE *fp)
 {
     const mln_bench_desc_t *d = b->desc;
@@ -229,7 +205,7 @@ static void bench_usage(const mln_bench_t *b, FILE *fp)
                      bench_default_sizes(d));
         else
             snprintf(text, sizeof(text), "%s", common_opts[i].help);
-        usage_text(fp, text);
+        mln_help_text(fp, text);
     }
     fprintf(fp, "\n%s options:\n", d->name);
     for (size_t i = 0; i < d->noptions; i++) {
@@ -242,14 +218,14 @@ static void bench_usage(const mln_bench_t *b, FILE *fp)
         snprintf(text, sizeof(text), "%s (default %s)", d->options[i].help,
                  d->options[i].default_value);
         fprintf(fp, "  %-22s ", flag);
-        usage_text(fp, text);
+        mln_help_text(fp, text);
     }
     fprintf(fp, "\ntests:\n");
     for (size_t i = 0; i < d->ntests; i++) {
         snprintf(text, sizeof(text), "%s [%s]: %s", d->tests[i].metric.name,
                  d->tests[i].metric.unit, d->tests[i].metric.description);
         fprintf(fp, "  %-22s ", d->tests[i].name);
-        usage_text(fp, text);
+        mln_help_text(fp, text);
     }
     fprintf(fp, "\nexit status: 0 pass, 1 wrong data, 2 usage or start-up error, 3 failure "
                 "while running.\nMetrics, statistics and the JSON layout: docs/METRICS.md\n");

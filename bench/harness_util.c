@@ -406,3 +406,26 @@ char *mln_command_line(int argc, char *const *argv)
     out[used] = '\0';
     return out;
 }
+
+void mln_help_text(FILE *fp, const char *text)
+{
+    int col = 25;
+
+    while (*text) {
+        const char *sp = strchr(text, ' ');
+        int len = sp ? (int)(sp - text) : (int)strlen(text);
+        if (col > 25 && col + 1 + len > 100) {
+            fprintf(fp, "\n%25s", "");
+            col = 25;
+        } else if (col > 25) {
+            fputc(' ', fp);
+            col++;
+        }
+        fprintf(fp, "%.*s", len, text);
+        col += len;
+        text += len;
+        while (*text == ' ')
+            text++;
+    }
+    fputc('\n', fp);
+}

@@ -82,6 +82,9 @@ uint64_t mln_pattern_check(const void *buf, size_t bytes, uint64_t seed);
 void mln_json_write_string(FILE *fp, const char *s);
 /* Writes `v` with 9 significant digits; NaN and infinities (not JSON) are written as 0. */
 void mln_json_write_number(FILE *fp, double v);
+/* --help's text of an option: from column 25, wrapped at spaces before column 100; a newline
+ * at the end. */
+void mln_help_text(FILE *fp, const char *text);
 /* argv joined by spaces, each argument quoted for a POSIX shell where needed; free() it. */
 char *mln_command_line(int argc, char *const *argv);
 

@@ -97,27 +97,6 @@ mln_status_t mm_fail(mm_t *m, const char *fmt, ...)
     return MLN_ERR_ARG;
 }
 
-/* Prints `text` from column 25, wrapped before column 100. */
-static void help_text(const char *text)
-{
-    int col = 25;
-
-    while (*text) {
-        int len = (int)strcspn(text, " ");
-        if (col > 25 && col + 1 + len > 100) {
-            printf("\n%25s", "");
-            col = 25;
-        } else if (col > 25) {
-            putchar(' ');
-            col++;
-        }
-        printf("%.*s", len, text);
-        col += len;
-        text += len + strspn(text + len, " ");
-    }
-    putchar('\n');
-}
-
 void mm_usage(void)
 {
     char flag[64];
@@ -132,7 +111,7 @@ void mm_usage(void)
             snprintf(flag, sizeof(flag), "--%s%s%s", o->name, o->metavar ? " " : "",
                      o->metavar ? o->metavar : "");
             printf("  %-22s ", flag);
-            help_text(o->help);
+            mln_help_text(stdout, o->help);
         }
     }
     printf("\nexit status: 0 pass, 1 wrong elements of C, 2 usage or start-up error, 3 failure "
