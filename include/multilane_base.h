@@ -76,9 +76,19 @@ typedef struct mln_tunable {
     const char *default_value; /* as text, parsed with the same rules as the environment */
     const char *help;
     size_t offset;              /* where the parsed value goes in the context struct */
+    size_t size;                /* that field's size: a STRING value must fit with its NUL */
     int64_t min, max;           /* INT and SIZE bounds, inclusive (none when min >= max) */
     const char *const *choices; /* ENUM names, NULL-terminated; value = index */
 } mln_tunable_t;
+
+/*
+ * The .offset and .size of a row that fills `member` of `type`, so that the two cannot
+ * disagree: {.env = "MLN_LOG_FILE", ..., MLN_TUNABLE_FIELD(mln_config_t, log_file)}.
+ * STRING rows must give a size; other rows may leave it 0, and if they give one it must be
+ * the type's own (int64_t INT, uint64_t SIZE, int BOOL and ENUM).
+ */
+#define MLN_TUNABLE_FIELD(type, member)                                                            \
+    .offset = offsetof(type, member), .size = sizeof(((type *)0)->member)
 
 /* The library's own tunables table (read-only); *count receives the number of rows. */
 const mln_tunable_t *mln_tunables(size_t *count);
@@ -116,6 +126,8 @@ typedef const char *(*mln_getenv_fn)(const char *name, void *arg);
  * Fills `out` (a struct laid out for `table`) from defaults and `get` (NULL = getenv).
  * On an invalid value returns MLN_ERR_CONFIG and writes one line naming the variable, the
  * value and what is expected into `err` (if non-NULL).  `out` is written only on success.
+ * A row whose field does not fit `out`, or whose size is wrong for its type, is a bug in the
+ * table: MLN_ERR_INTERNAL, with the row named in `err`.
  */
 mln_status_t mln_tunables_parse(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
                                 void *arg, void *out, size_t out_size, char *err, size_t errlen);

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
+#define MLN_TUNABLE_ECHO 40 /* characters of an invalid value quoted in the error line */
+
 static int parse_bool(const char *text, int *out)
 {
     static const char *const yes[] = {"1", "yes", "true", "on", "y"};
@@ -77,13 +79,13 @@ static void describe_expected(const mln_tunable_t *t, char *buf, size_t len)
             used += (size_t)snprintf(buf + used, len - used, "%s%s", *c, c[1] ? ", " : "");
         return;
     case MLN_TUNABLE_STRING:
-        snprintf(buf, len, "text");
+        snprintf(buf, len, "text of at most %zu characters", t->size ? t->size - 1 : 0);
         return;
     }
 }
 
-/* Parses one value into `field`; returns 0 if it does not fit the row. */
-static int parse_value(const mln_tunable_t *t, const char *text, void *field, size_t room)
+/* Parses one value into `field` (t->size bytes for a STRING); returns 0 if it does not fit. */
+static int parse_value(const mln_tunable_t *t, const char *text, void *field)
 {
     int64_t iv;
     uint64_t uv;
@@ -118,7 +120,7 @@ static int parse_value(const mln_tunable_t *t, const char *text, void *field, si
         }
         return 0;
     case MLN_TUNABLE_STRING:
-        if (strlen(text) >= room)
+        if (strlen(text) >= t->size)
             return 0;
         memcpy(field, text, strlen(text) + 1);
         return 1;
@@ -126,7 +128,8 @@ static int parse_value(const mln_tunable_t *t, const char *text, void *field, si
     return 0;
 }
 
-static size_t field_size(const mln_tunable_t *t)
+/* The bytes a row writes: its type's width, or for STRING the field's own size (0 = unset). */
+static size_t type_size(const mln_tunable_t *t)
 {
     switch (t->type) {
     case MLN_TUNABLE_INT:
@@ -137,9 +140,34 @@ static size_t field_size(const mln_tunable_t *t)
     case MLN_TUNABLE_ENUM:
         return sizeof(int);
     case MLN_TUNABLE_STRING:
-        return 1;
+        return t->size;
     }
     return 0;
+}
+
+/*
+ * A row must say how large its field is, and say it right: a STRING bounded only by the end
+ * of the struct spills into the fields after it, and an INT row on an `int` field writes
+ * 8 bytes into 4.  Returns 1 when the row is sound and its field lies inside `out_size`.
+ */
+static int row_fits(const mln_tunable_t *t, size_t out_size, char *err, size_t errlen)
+{
+    size_t need = type_size(t);
+
+    if (need == 0) {
+        snprintf(err, errlen, "%s: table row gives no field size", t->env);
+        return 0;
+    }
+    if (t->size != 0 && t->size != need) {
+        snprintf(err, errlen, "%s: table row's field has %zu bytes; type %s takes %zu", t->env,
+                 t->size, type_name(t->type), need);
+        return 0;
+    }
+    if (t->offset > out_size || need > out_size - t->offset) {
+        snprintf(err, errlen, "%s: table row does not fit the output struct", t->env);
+        return 0;
+    }
+    return 1;
 }
 
 static const char *env_get(const char *name, void *arg)
@@ -152,13 +180,17 @@ mln_status_t mln_tunables_parse(const mln_tunable_t *table, size_t count, mln_ge
                                 void *arg, void *out, size_t out_size, char *err, size_t errlen)
 {
     mln_status_t st = MLN_OK;
-    char expected[256];
+    char expected[256], nowhere[1]; /* nowhere: the error line of a caller with no `err` */
     unsigned char *tmp;
 
     if (table == NULL || out == NULL || out_size == 0)
         return MLN_ERR_ARG;
     if (get == NULL)
         get = env_get;
+    if (err == NULL) {
+        err = nowhere;
+        errlen = sizeof(nowhere);
+    }
     tmp = calloc(1, out_size);
     if (tmp == NULL)
         return MLN_ERR_NOMEM;
@@ -167,24 +199,19 @@ mln_status_t mln_tunables_parse(const mln_tunable_t *table, size_t count, mln_ge
         const mln_tunable_t *t = &table[i];
         const char *value = get(t->env, arg);
         int from_env = value != NULL;
-        size_t room;
 
-        if (t->offset + field_size(t) > out_size) {
-            snprintf(err ? err : expected, err ? errlen : sizeof(expected),
-                     "%s: table row does not fit the output struct", t->env);
+        if (!row_fits(t, out_size, err, errlen)) {
             st = MLN_ERR_INTERNAL;
             goto out;
         }
-        room = out_size - t->offset;
         if (!from_env)
             value = t->default_value ? t->default_value : "";
-        if (!parse_value(t, value, tmp + t->offset, room)) {
+        if (!parse_value(t, value, tmp + t->offset)) {
+            /* Only the head of a long value: the limit must not fall off the end of `err`. */
             describe_expected(t, expected, sizeof(expected));
-            if (t->type == MLN_TUNABLE_STRING)
-                snprintf(expected, sizeof(expected), "text shorter than %zu bytes", room);
-            if (err != NULL)
-                snprintf(err, errlen, "%s: invalid %svalue '%s' (expected %s)", t->env,
-                         from_env ? "" : "default ", value, expected);
+            snprintf(err, errlen, "%s: invalid %svalue '%.*s%s' (expected %s)", t->env,
+                     from_env ? "" : "default ", MLN_TUNABLE_ECHO, value,
+                     strlen(value) > MLN_TUNABLE_ECHO ? "..." : "", expected);
             st = from_env ? MLN_ERR_CONFIG : MLN_ERR_INTERNAL;
             goto out;
         }

@@ -24,30 +24,30 @@ static const mln_tunable_t table[] = {
      .type = MLN_TUNABLE_INT,
      .default_value = "8",
      .help = "count",
-     .offset = offsetof(test_cfg_t, count),
+     MLN_TUNABLE_FIELD(test_cfg_t, count),
      .min = 1,
      .max = 64},
     {.env = "T_BYTES",
      .type = MLN_TUNABLE_SIZE,
      .default_value = "256K",
      .help = "bytes",
-     .offset = offsetof(test_cfg_t, bytes)},
+     MLN_TUNABLE_FIELD(test_cfg_t, bytes)},
     {.env = "T_FLAG",
      .type = MLN_TUNABLE_BOOL,
      .default_value = "no",
      .help = "flag",
-     .offset = offsetof(test_cfg_t, flag)},
+     MLN_TUNABLE_FIELD(test_cfg_t, flag)},
     {.env = "T_MODE",
      .type = MLN_TUNABLE_ENUM,
      .default_value = "auto",
      .help = "mode",
-     .offset = offsetof(test_cfg_t, mode),
+     MLN_TUNABLE_FIELD(test_cfg_t, mode),
      .choices = modes},
     {.env = "T_NAME",
      .type = MLN_TUNABLE_STRING,
      .default_value = "abc",
      .help = "name",
-     .offset = offsetof(test_cfg_t, name)},
+     MLN_TUNABLE_FIELD(test_cfg_t, name)},
 };
 static const size_t ntable = sizeof(table) / sizeof(table[0]);
 
@@ -71,6 +71,15 @@ static mln_status_t parse(const char *const *pairs, test_cfg_t *cfg, char *err, 
     return mln_tunables_parse(table, ntable, fake_get, &env, cfg, sizeof(*cfg), err, len);
 }
 
+/* 1 when all `len` bytes at `p` are `byte` (an output struct the parser must not touch). */
+static int all_bytes(const void *p, size_t len, unsigned char byte)
+{
+    for (size_t i = 0; i < len; i++)
+        if (((const unsigned char *)p)[i] != byte)
+            return 0;
+    return 1;
+}
+
 /* Asserts that `pairs` is rejected, the message names `var`, and cfg stays untouched. */
 static void expect_reject(const char *const *pairs, const char *var)
 {
@@ -80,8 +89,7 @@ static void expect_reject(const char *const *pairs, const char *var)
     MLN_TEST_ASSERT(parse(pairs, &cfg, err, sizeof(err)) == MLN_ERR_CONFIG);
     MLN_TEST_ASSERT(strncmp(err, var, strlen(var)) == 0);
     MLN_TEST_ASSERT(strstr(err, "expected") != NULL);
-    for (size_t i = 0; i < sizeof(cfg); i++)
-        MLN_TEST_ASSERT(((unsigned char *)&cfg)[i] == 0x5a);
+    MLN_TEST_ASSERT(all_bytes(&cfg, sizeof(cfg), 0x5a));
 }
 
 static void test_defaults_and_values(void)
@@ -131,6 +139,42 @@ static void test_rejects(void)
     MLN_TEST_ASSERT(parse(c8, &cfg, err, sizeof(err)) == MLN_ERR_CONFIG);
     MLN_TEST_ASSERT(strstr(err, "fast, safe, auto") != NULL);
     MLN_TEST_ASSERT(strstr(err, "'quick'") != NULL);
+}
+
+/* A STRING row holds size - 1 characters; a row with a wrong or missing size is refused. */
+static void test_row_sizes(void)
+{
+    test_cfg_t cfg;
+    char err[256] = "";
+    const char *const fits[] = {"T_NAME", "seven77", NULL};
+    const char *const over[] = {"T_NAME", "eight888", NULL};
+    const char *const none[] = {NULL};
+    fake_env_t env = {none};
+    const mln_tunable_t wide = {.env = "T_WIDE",
+                                .type = MLN_TUNABLE_INT,
+                                .default_value = "1",
+                                .help = "an INT row on an int field",
+                                MLN_TUNABLE_FIELD(test_cfg_t, flag)};
+    const mln_tunable_t unsized = {.env = "T_UNSIZED",
+                                   .type = MLN_TUNABLE_STRING,
+                                   .default_value = "",
+                                   .help = "a STRING row without a size",
+                                   .offset = offsetof(test_cfg_t, name)};
+
+    MLN_TEST_ASSERT(parse(fits, &cfg, err, sizeof(err)) == MLN_OK);
+    MLN_TEST_ASSERT(strcmp(cfg.name, "seven77") == 0);
+    expect_reject(over, "T_NAME");
+    MLN_TEST_ASSERT(parse(over, &cfg, err, sizeof(err)) == MLN_ERR_CONFIG);
+    MLN_TEST_ASSERT(strstr(err, "'eight888' (expected text of at most 7 characters)") != NULL);
+
+    memset(&cfg, 0x5a, sizeof(cfg));
+    MLN_TEST_ASSERT(mln_tunables_parse(&wide, 1, fake_get, &env, &cfg, sizeof(cfg), err,
+                                       sizeof(err)) == MLN_ERR_INTERNAL);
+    MLN_TEST_ASSERT(strstr(err, "T_WIDE: table row's field has 4 bytes; type int takes 8") == err);
+    MLN_TEST_ASSERT(mln_tunables_parse(&unsized, 1, fake_get, &env, &cfg, sizeof(cfg), err,
+                                       sizeof(err)) == MLN_ERR_INTERNAL);
+    MLN_TEST_ASSERT(strstr(err, "T_UNSIZED: table row gives no field size") == err);
+    MLN_TEST_ASSERT(all_bytes(&cfg, sizeof(cfg), 0x5a));
 }
 
 static void test_parse_size_and_int(void)
@@ -190,12 +234,80 @@ static void test_library_table(void)
     fclose(fp);
 }
 
+/* Asserts that the library table refuses `pairs` naming `var` and `limit`, cfg untouched. */
+static void expect_config_reject(const char *const *pairs, const char *var, const char *limit)
+{
+    mln_config_t cfg;
+    char err[256] = "";
+    fake_env_t env = {pairs};
+
+    memset(&cfg, 0x5a, sizeof(cfg));
+    MLN_TEST_ASSERT(mln_config_load(fake_get, &env, &cfg, err, sizeof(err)) == MLN_ERR_CONFIG);
+    MLN_TEST_ASSERT(strncmp(err, var, strlen(var)) == 0 && err[strlen(var)] == ':');
+    MLN_TEST_ASSERT(strstr(err, limit) != NULL);
+    MLN_TEST_ASSERT(all_bytes(&cfg, sizeof(cfg), 0x5a));
+}
+
+/* Writes `len` copies of `c` and a NUL into `buf` (which holds len + 1); returns buf. */
+static char *text_of(char *buf, size_t len, char c)
+{
+    memset(buf, c, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/*
+ * STRING rows of the library table are bounded by their own field, not by the rest of the
+ * struct: an overlong value used to spill into the fields after it (MLN_STRIPE_FAULT into
+ * stripe_progress, parsed before it) and to be cut by the rows parsed after it.
+ */
+static void test_library_string_bounds(void)
+{
+    char path[301], fault[101], iface[201], path_max[256], fault_max[64], iface_max[64];
+    mln_config_t ref, cfg;
+    char err[256] = "";
+    const char *const thread[] = {"MLN_STRIPE_PROGRESS", "thread", NULL};
+    const char *const long_path[] = {"MLN_LOG_FILE", text_of(path, 300, 'p'), NULL};
+    const char *const long_fault[] = {"MLN_STRIPE_PROGRESS", "thread", "MLN_STRIPE_FAULT",
+                                      text_of(fault, 100, 'f'), NULL};
+    const char *const long_iface[] = {"MLN_STRIPE_PROGRESS", "thread", "MLN_STRIPE_IFACE",
+                                      text_of(iface, 200, 'i'), NULL};
+    const char *const max[] = {"MLN_STRIPE_PROGRESS",
+                               "thread",
+                               "MLN_LOG_FILE",
+                               text_of(path_max, 255, 'p'),
+                               "MLN_STRIPE_FAULT",
+                               text_of(fault_max, 63, 'f'),
+                               "MLN_STRIPE_IFACE",
+                               text_of(iface_max, 63, 'i'),
+                               NULL};
+    fake_env_t env_ref = {thread}, env_max = {max};
+
+    expect_config_reject(long_path, "MLN_LOG_FILE", "at most 255 characters");
+    expect_config_reject(long_fault, "MLN_STRIPE_FAULT", "at most 63 characters");
+    expect_config_reject(long_iface, "MLN_STRIPE_IFACE", "at most 63 characters");
+
+    /* Exactly the maximum fits intact, and every other field is what it is without them. */
+    MLN_TEST_ASSERT(mln_config_load(fake_get, &env_ref, &ref, err, sizeof(err)) == MLN_OK);
+    MLN_TEST_ASSERT(mln_config_load(fake_get, &env_max, &cfg, err, sizeof(err)) == MLN_OK);
+    MLN_TEST_ASSERT(strcmp(cfg.log_file, path_max) == 0);
+    MLN_TEST_ASSERT(strcmp(cfg.stripe_fault, fault_max) == 0);
+    MLN_TEST_ASSERT(strcmp(cfg.stripe_addr, iface_max) == 0);
+    MLN_TEST_ASSERT(cfg.stripe_progress == 1);
+    memcpy(ref.log_file, cfg.log_file, sizeof(ref.log_file));
+    memcpy(ref.stripe_fault, cfg.stripe_fault, sizeof(ref.stripe_fault));
+    memcpy(ref.stripe_addr, cfg.stripe_addr, sizeof(ref.stripe_addr));
+    MLN_TEST_ASSERT(memcmp(&ref, &cfg, sizeof(cfg)) == 0);
+}
+
 int main(void)
 {
     test_defaults_and_values();
     test_rejects();
+    test_row_sizes();
     test_parse_size_and_int();
     test_library_table();
+    test_library_string_bounds();
     puts("test_tunables: ok");
     return 0;
 }
