@@ -78,8 +78,7 @@ uint64_t mln_pattern_check(const void *buf, size_t bytes, uint64_t seed);
 
 /* ---- output helpers -------------------------------------------------------------------- */
 
-/* Writes `s` as a JSON string: quoted, escaped, invalid UTF-8 replaced by U+FFFD. */
-void mln_json_write_string(FILE *fp, const char *s);
+/* (mln_json_write_string, for strings, is in multilane_base.h.) */
 /* Writes `v` with 9 significant digits; NaN and infinities (not JSON) are written as 0. */
 void mln_json_write_number(FILE *fp, double v);
 /* --help's text of an option: from column 25, wrapped at spaces before column 100; a newline

@@ -140,12 +140,14 @@ mln_status_t mln_config_load(mln_getenv_fn get, void *arg, mln_config_t *cfg, ch
 mln_status_t mln_tunables_print(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
                                 void *arg, int json, FILE *fp);
 
-/* ---- small parsing helpers (shared with the benchmarks and the CLI) --------------------- */
+/* ---- small text helpers (shared with the benchmarks, the CLI and mln-delayline) ---------- */
 
 /* "4096", "256K", "1M", "2G", "64MiB", "1KB" (all binary); rejects junk, overflow, negatives. */
 mln_status_t mln_parse_size(const char *text, uint64_t *out);
 /* Decimal or 0x integer with optional sign; rejects junk and overflow. */
 mln_status_t mln_parse_int(const char *text, int64_t *out);
+/* Writes `s` (NULL = "") as a JSON string: quoted, escaped, invalid UTF-8 replaced by U+FFFD. */
+void mln_json_write_string(FILE *fp, const char *s);
 
 #ifdef __cplusplus
 }

@@ -222,22 +222,6 @@ out:
     return st;
 }
 
-/* Prints a JSON string literal (escaping quotes, backslashes and control characters). */
-static void json_str(FILE *fp, const char *s)
-{
-    fputc('"', fp);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(fp, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(fp, "\\u%04x", c);
-        else
-            fputc(c, fp);
-    }
-    fputc('"', fp);
-}
-
 mln_status_t mln_tunables_print(const mln_tunable_t *table, size_t count, mln_getenv_fn get,
                                 void *arg, int json, FILE *fp)
 {
@@ -260,15 +244,15 @@ mln_status_t mln_tunables_print(const mln_tunable_t *table, size_t count, mln_ge
         describe_expected(t, expected, sizeof(expected));
         if (json) {
             fputs("  {\"env\": ", fp);
-            json_str(fp, t->env);
+            mln_json_write_string(fp, t->env);
             fprintf(fp, ", \"type\": \"%s\", \"default\": ", type_name(t->type));
-            json_str(fp, t->default_value);
+            mln_json_write_string(fp, t->default_value);
             fputs(", \"value\": ", fp);
-            json_str(fp, shown);
+            mln_json_write_string(fp, shown);
             fprintf(fp, ", \"set\": %s, \"expected\": ", value ? "true" : "false");
-            json_str(fp, expected);
+            mln_json_write_string(fp, expected);
             fputs(", \"help\": ", fp);
-            json_str(fp, t->help);
+            mln_json_write_string(fp, t->help);
             fprintf(fp, "}%s\n", i + 1 < count ? "," : "");
         } else {
             fprintf(fp, "%-22s %-7s %-10s %-10s %s (%s)\n", t->env, type_name(t->type),
