@@ -63,6 +63,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * DL_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+static double uptime_s(const dl_app_t *app)
+{
+    return (double)(now_ns() - app->start_ns) / 1e9;
+}
+
 static void on_signal(int sig)
 {
     dl_signal |= (sig == SIGUSR1) ? DL_SIG_DUMP : DL_SIG_STOP;
@@ -129,41 +134,6 @@ err:
 
 /* ---- counters ------------------------------------------------------------------------------ */
 
-static const char *const dl_dir_name[DL_NDIRS] = {"ab", "ba"};
-
-static void json_dir(FILE *fp, const dl_dir_t *d)
-{
-    const dl_counters_t *c = &d->ctr;
-    const dl_dir_params_t *p = &d->prm;
-    fprintf(fp,
-            "{\"rx_frames\":%llu,\"rx_bytes\":%llu,\"tx_frames\":%llu,\"tx_bytes\":%llu,"
-            "\"drop_loss\":%llu,\"drop_queue\":%llu,\"drop_flow\":%llu,\"drop_error\":%llu,"
-            "\"drop_nobuf\":%llu,\"drop_kernel\":%llu,\"max_queue_bytes\":%llu,"
-            "\"flow_evict_busy\":%llu,"
-            "\"params\":{\"delay_ns\":%llu,\"rate_bps\":%llu,\"loss\":%.9g,\"queue_bytes\":%llu,"
-            "\"flow_rate_bps\":%llu,\"flow_queue_bytes\":%llu,\"seed\":%llu}}",
-            (unsigned long long)c->rx_frames, (unsigned long long)c->rx_bytes,
-            (unsigned long long)c->tx_frames, (unsigned long long)c->tx_bytes,
-            (unsigned long long)c->drop_loss, (unsigned long long)c->drop_queue,
-            (unsigned long long)c->drop_flow, (unsigned long long)c->drop_error,
-            (unsigned long long)c->drop_nobuf, (unsigned long long)c->drop_kernel,
-            (unsigned long long)c->max_queue_bytes, (unsigned long long)c->flow_evict_busy,
-            (unsigned long long)p->delay_ns, (unsigned long long)p->rate_bps, p->loss,
-            (unsigned long long)p->queue_bytes, (unsigned long long)p->flow_rate_bps,
-            (unsigned long long)p->flow_queue_bytes, (unsigned long long)p->seed);
-}
-
-static void json_write(FILE *fp, const dl_app_t *app)
-{
-    fprintf(fp, "{\"tool\":\"mln-delayline\",\"a\":\"%s\",\"b\":\"%s\",\"uptime_s\":%.3f",
-            app->cfg.ifname[0], app->cfg.ifname[1], (double)(now_ns() - app->start_ns) / 1e9);
-    for (int d = 0; d < DL_NDIRS; d++) {
-        fprintf(fp, ",\"%s\":", dl_dir_name[d]);
-        json_dir(fp, &app->dir[d]);
-    }
-    fputs("}\n", fp);
-}
-
 /* Adds the kernel's receive drops (PACKET_STATISTICS resets on read) to each direction. */
 static void kernel_drops_update(dl_app_t *app)
 {
@@ -190,7 +160,7 @@ static void stats_file_write(dl_app_t *app)
     fp = fopen(tmp, "w");
     if (fp == NULL)
         goto err;
-    json_write(fp, app);
+    dl_stats_json(fp, app->cfg.ifname, uptime_s(app), app->dir);
     bad = ferror(fp);
     if (fclose(fp) != 0 || bad)
         goto err_unlink;
@@ -221,7 +191,7 @@ static void stats_report(dl_app_t *app)
                 (unsigned long long)c->drop_nobuf, (unsigned long long)c->drop_kernel,
                 (unsigned long long)c->max_queue_bytes);
     }
-    json_write(stdout, app);
+    dl_stats_json(stdout, app->cfg.ifname, uptime_s(app), app->dir);
     fflush(stdout);
     stats_file_write(app);
 }

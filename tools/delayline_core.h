@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define DL_NS_PER_S UINT64_C(1000000000)
 #define DL_TIME_NEVER UINT64_MAX
@@ -188,5 +189,15 @@ void dl_dir_sent(dl_dir_t *d, uint32_t len, int ok);
 
 /* Serialisation time of `len` bytes at `rate_bps` (0 when unlimited). */
 uint64_t dl_ser_ns(uint64_t len, uint64_t rate_bps);
+
+/* ---- statistics (delayline_stats.c) -------------------------------------------------------- */
+
+/* "ab", "ba": the names of the directions in the statistics. */
+extern const char *const dl_dir_name[DL_NDIRS];
+
+/* Writes the counters and parameters of both directions as one JSON object and a newline:
+ * {"tool":"mln-delayline","a":IFNAME,"b":IFNAME,"uptime_s":S,"ab":{...},"ba":{...}}. */
+void dl_stats_json(FILE *fp, const char *const ifname[DL_NDIRS], double uptime_s,
+                   const dl_dir_t dir[DL_NDIRS]);
 
 #endif /* MLN_DELAYLINE_CORE_H */

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MS (DL_NS_PER_S / 1000)
@@ -351,6 +352,34 @@ static void test_flow_cap(void)
     dl_dir_fini(&d);
 }
 
+/* The statistics object: interface names are JSON strings however they are spelled (Linux
+ * allows '"' and '\\' in them), counters and parameters are numbers. */
+static void test_stats_json(void)
+{
+    const char *const ifname[DL_NDIRS] = {"w\"a\\", "wb\xff"};
+    const char *head = "{\"tool\":\"mln-delayline\",\"a\":\"w\\\"a\\\\\",\"b\":\"wb\\ufffd\",";
+    dl_dir_t dir[DL_NDIRS];
+    char *out = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&out, &len);
+
+    memset(dir, 0, sizeof(dir));
+    dir[DL_AB].ctr.tx_bytes = 1234;
+    dir[DL_BA].prm.delay_ns = 5 * MS;
+    MLN_TEST_ASSERT(fp != NULL);
+    dl_stats_json(fp, ifname, 1.5, dir);
+    MLN_TEST_ASSERT(fclose(fp) == 0);
+    if (strncmp(out, head, strlen(head)) != 0)
+        fprintf(stderr, "stats json: got %swant %s...\n", out, head);
+    MLN_TEST_ASSERT(strncmp(out, head, strlen(head)) == 0);
+    MLN_TEST_ASSERT(strstr(out, "\"uptime_s\":1.500,\"ab\":{\"rx_frames\":0,") != NULL);
+    MLN_TEST_ASSERT(strstr(out, "\"tx_bytes\":1234,") != NULL);
+    MLN_TEST_ASSERT(strstr(out, "\"ba\":{") != NULL &&
+                    strstr(out, "\"delay_ns\":5000000,") != NULL);
+    MLN_TEST_ASSERT(len > 2 && strcmp(out + len - 2, "}\n") == 0);
+    free(out);
+}
+
 int main(void)
 {
     test_parsers();
@@ -360,6 +389,7 @@ int main(void)
     test_delay_rate_queue();
     test_loss();
     test_flow_cap();
+    test_stats_json();
     puts("test_delayline: ok");
     return 0;
 }
