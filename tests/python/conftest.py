@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -250,6 +251,25 @@ def multilane(
 
 # MPI builds present in this tree (the test-bed MPI tests run for each).
 BUILT_MPIS = [m for m in ("openmpi", "mpich") if (REPO_ROOT / "build" / m / "bin").is_dir()]
+
+
+def netns_skip_reason() -> str | None:
+    """Why network namespaces cannot be made here (not root, no iproute2), or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if shutil.which("ip") is None:
+        return "needs iproute2 (ip)"
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, check=False)
+    return None if probe.returncode == 0 else "`ip netns` is not available here"
+
+
+def built_delayline() -> Path | None:
+    """The first mln-delayline built in this tree, or None."""
+    for mpi in ("openmpi", "mpich", "user"):
+        program = REPO_ROOT / "build" / mpi / "bin" / "mln-delayline"
+        if os.access(program, os.X_OK):
+            return program
+    return None
 
 
 def testbed_skip_reason() -> str | None:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env, multilane, two_sites_network
+from conftest import (
+    REPO_ROOT,
+    built_delayline,
+    clean_env,
+    multilane,
+    netns_skip_reason,
+    two_sites_network,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -26,23 +33,6 @@ TINY = 'name = "tiny"\n' + two_sites_network(
     extra_network='mtu = 9000\n[network.tcp]\ncongestion = "cubic"\n',
     extra_wan='loss = "1%"\n',
 )
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("ip") is None:
-        return "needs iproute2 (ip)"
-    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, check=False)
-    return None if probe.returncode == 0 else "`ip netns` is not available here"
-
-
-def _delayline() -> Path | None:
-    for mpi in ("openmpi", "mpich", "user"):
-        program = REPO_ROOT / "build" / mpi / "bin" / "mln-delayline"
-        if os.access(program, os.X_OK):
-            return program
-    return None
 
 
 def _snapshot() -> tuple[set[str], set[str]]:
@@ -60,12 +50,12 @@ def _allowed_cc() -> str:
 def bed(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The environment of a private test bed (own state folder); `down` afterwards, always,
     and a check that no namespace or root link was left."""
-    reason = _skip_reason()
+    reason = netns_skip_reason()
     if reason:
         pytest.skip(reason)
     before, cc_before = _snapshot(), _allowed_cc()
     env = clean_env(REPO_ROOT, MULTILANE_TESTBED_DIR=str(tmp_path / "state"))
-    if _delayline() is None:
+    if built_delayline() is None:
         env["MULTILANE_DELAYLINE"] = "bridge"
     (tmp_path / "tiny.toml").write_text(TINY)
     try:
