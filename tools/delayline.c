@@ -6,7 +6,8 @@
  * Loop: transmit every frame whose release time has come (sendmmsg), handle signals, then
  * ppoll() both AF_PACKET sockets with a nanosecond timeout to the next release; read bursts
  * with recvmmsg straight into pool slots.  Signals are blocked except inside ppoll(), so the
- * handler's flag is only ever read and cleared while no handler can run.
+ * handler's flag is only ever read and cleared while no handler can run.  A port whose link
+ * goes down (POLLERR, ENETDOWN) stays open and is looked at every 0.2 s until it is up again.
  * Cost per frame: one copy in (kernel -> slot), one copy out, O(log n) heap work.
  */
 #define _GNU_SOURCE
@@ -31,6 +32,7 @@
 #define DL_BATCH 64
 #define DL_RX_BURSTS 8 /* recvmmsg calls per socket per wakeup, so one side cannot starve */
 #define DL_MAX_POOL_BYTES (UINT64_C(2) << 30)
+#define DL_DOWN_CHECK_NS (DL_NS_PER_S / 5) /* how often a down port's interface is looked up */
 
 enum { DL_SIG_STOP = 1, DL_SIG_DUMP = 2 };
 static volatile sig_atomic_t dl_signal; /* the only mutable global: set by the handler */
@@ -40,6 +42,7 @@ typedef struct dl_port {
     int ifindex;
     int mtu;
     int ignore_outgoing; /* the kernel filters our own transmissions */
+    int down;            /* ENETDOWN seen, and the interface not seen up again since */
 } dl_port_t;
 
 typedef struct dl_app {
@@ -49,6 +52,7 @@ typedef struct dl_app {
     dl_dir_t dir[DL_NDIRS];
     uint8_t *scratch; /* receives frames for counting when the pool is empty */
     uint64_t start_ns, next_stats_ns;
+    uint64_t next_check_ns; /* next look at the down ports; DL_TIME_NEVER while none is down */
     int warned_trunc;
     struct mmsghdr msg[DL_BATCH];
     struct iovec iov[DL_BATCH];
@@ -130,6 +134,79 @@ err_fd:
     p->fd = -1;
 err:
     return 1;
+}
+
+/*
+ * The interface of port d went down: the kernel's af_packet notifier sets sk_err = ENETDOWN
+ * on NETDEV_DOWN (ip link set down; an MTU or ethtool change that resets the link) and hooks
+ * the socket back in on NETDEV_UP, so this is a link flap to ride out.  Frames sent to the
+ * port meanwhile fail and count as drop_error.  One line per flap; ports_recheck watches it.
+ */
+static void port_down(dl_app_t *app, int d)
+{
+    uint64_t check = now_ns() + DL_DOWN_CHECK_NS;
+
+    if (!app->port[d].down)
+        fprintf(stderr,
+                "mln-delayline: warning: '%s' went down; forwarding resumes when it is up\n",
+                app->cfg.ifname[d]);
+    app->port[d].down = 1;
+    app->next_check_ns = check < app->next_check_ns ? check : app->next_check_ns;
+}
+
+/*
+ * POLLERR on port d: reads and so clears the socket error (poll reports it until then).
+ * af_packet sets sk_err to ENETDOWN only, on NETDEV_DOWN and NETDEV_UNREGISTER (the latter
+ * is caught by ports_recheck); ENXIO and ENODEV come back from send() once the interface is
+ * gone, never as a socket error.  So anything but ENETDOWN is fatal.  Returns 0 to go on, or
+ * -1 after one error line.
+ */
+static int port_error(dl_app_t *app, int d)
+{
+    int e = 0;
+    socklen_t len = sizeof(e);
+
+    if (getsockopt(app->port[d].fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+        e = errno;
+    if (e == ENETDOWN) {
+        port_down(app, d);
+        return 0;
+    }
+    fprintf(stderr, "mln-delayline: error: socket on '%s' failed: %s\n", app->cfg.ifname[d],
+            e ? strerror(e) : "poll reported an error, but none is pending");
+    return -1;
+}
+
+/*
+ * Looks at the down ports: one whose interface is up again is back (the kernel has re-attached
+ * its socket); one whose interface has left this namespace (deleted, moved) never will be, as
+ * af_packet then unbinds the socket for good, and a delay line that forwards nothing must not
+ * look alive to the test bed's watchdog.  Returns 0, or -1 after one error line.
+ */
+static int ports_recheck(dl_app_t *app, uint64_t now)
+{
+    app->next_check_ns = DL_TIME_NEVER;
+    for (int d = 0; d < DL_NDIRS; d++) {
+        dl_port_t *p = &app->port[d];
+        struct ifreq ifr;
+
+        if (!p->down)
+            continue;
+        memset(&ifr, 0, sizeof(ifr));
+        ifr.ifr_ifindex = p->ifindex;
+        if (ioctl(p->fd, SIOCGIFNAME, &ifr) != 0) {
+            fprintf(stderr, "mln-delayline: error: '%s' is gone: %s\n", app->cfg.ifname[d],
+                    strerror(errno));
+            return -1;
+        }
+        if (ioctl(p->fd, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP)) {
+            fprintf(stderr, "mln-delayline: '%s' is up again\n", app->cfg.ifname[d]);
+            p->down = 0;
+        } else {
+            app->next_check_ns = now + DL_DOWN_CHECK_NS;
+        }
+    }
+    return 0;
 }
 
 /* ---- counters ------------------------------------------------------------------------------ */
@@ -269,6 +346,8 @@ static int rx_port(dl_app_t *app, int d)
             int e = errno;
             for (uint32_t i = 0; i < n; i++)
                 dl_pool_put(&app->pool, app->slot[n - 1 - i]);
+            if (e == ENETDOWN) /* the socket error, read here before poll could report it */
+                port_down(app, d);
             if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ENETDOWN)
                 return 0;
             fprintf(stderr, "mln-delayline: error: recvmmsg on '%s': %s\n", app->cfg.ifname[d],
@@ -354,6 +433,8 @@ static int run_loop(dl_app_t *app, const sigset_t *waitmask)
             tx_due(app, d, now);
         if (dl_signal & DL_SIG_STOP)
             return 0;
+        if (now >= app->next_check_ns && ports_recheck(app, now) != 0)
+            return 1;
         if (dl_signal & DL_SIG_DUMP) {
             dl_signal &= ~DL_SIG_DUMP;
             stats_report(app);
@@ -363,6 +444,7 @@ static int run_loop(dl_app_t *app, const sigset_t *waitmask)
             app->next_stats_ns = now + app->cfg.stats_interval_ns;
             next = app->next_stats_ns;
         }
+        next = app->next_check_ns < next ? app->next_check_ns : next;
         for (int d = 0; d < DL_NDIRS; d++) {
             uint64_t t = dl_dir_next_event(&app->dir[d]);
             next = t < next ? t : next;
@@ -382,11 +464,13 @@ static int run_loop(dl_app_t *app, const sigset_t *waitmask)
             return 1;
         }
         for (int d = 0; d < DL_NDIRS; d++) {
-            if (pfd[d].revents & (POLLERR | POLLNVAL)) {
-                fprintf(stderr, "mln-delayline: error: socket on '%s' failed\n",
+            if (pfd[d].revents & POLLNVAL) { /* our descriptor is not open: a bug */
+                fprintf(stderr, "mln-delayline: error: socket on '%s' is not open\n",
                         app->cfg.ifname[d]);
                 return 1;
             }
+            if ((pfd[d].revents & POLLERR) && port_error(app, d) != 0)
+                return 1;
             if ((pfd[d].revents & POLLIN) && rx_port(app, d) != 0)
                 return 1;
         }
@@ -462,6 +546,7 @@ int main(int argc, char **argv)
     (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* wake within ~1 us of a release */
 
     app->start_ns = now_ns();
+    app->next_check_ns = DL_TIME_NEVER;
     app->next_stats_ns = app->cfg.stats_interval_ns && app->cfg.stats_path
                              ? app->start_ns + app->cfg.stats_interval_ns
                              : DL_TIME_NEVER;
