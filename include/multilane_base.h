@@ -106,9 +106,10 @@ typedef struct mln_config {
     char stripe_congestion[32]; /* MLN_STRIPE_CONGESTION: TCP_CONGESTION, "" = host default */
     char site_map[1024];        /* MLN_SITE_MAP: "pattern=site,..."; "" = each host a site */
     int stripe_local;           /* MLN_STRIPE_LOCAL: stripe between peers of one site too */
-    int64_t stripe_timeout;     /* MLN_STRIPE_TIMEOUT: seconds without progress = failure */
+    int64_t stripe_timeout;     /* MLN_STRIPE_TIMEOUT: seconds a peer's host may not answer */
     char stripe_addr[64];       /* MLN_STRIPE_IFACE: interface whose address lanes use */
-    char stripe_fault[64];      /* MLN_STRIPE_FAULT: test hook, "reset:LANE:BYTES" */
+    char stripe_fault[64];      /* MLN_STRIPE_FAULT: test hook, e.g. "reset:LANE:BYTES" */
+    int64_t stripe_tags;        /* MLN_STRIPE_TAGS: test hook, chunk tags in use (0 = all) */
     int stripe_progress;        /* MLN_STRIPE_PROGRESS: 0 = in calls, 1 = also a thread */
     int bcast_algo;             /* MLN_BCAST_ALGO: a mln_bcast_algo_t */
     int64_t bcast_leaders;      /* MLN_BCAST_LEADERS: leaders per node (sme) */

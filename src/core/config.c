@@ -87,7 +87,8 @@ static const mln_tunable_t mln_config_table[] = {
     {.env = "MLN_STRIPE_TIMEOUT",
      .type = MLN_TUNABLE_INT,
      .default_value = "60",
-     .help = "seconds in which nothing moves with a peer before its striped messages fail",
+     .help = "seconds a peer's host may leave our tcp lanes unanswered (keepalive, "
+             "retransmissions) before its striped messages fail; a busy peer is no failure",
      MLN_TUNABLE_FIELD(mln_config_t, stripe_timeout),
      .min = 1,
      .max = 86400},
@@ -106,8 +107,17 @@ static const mln_tunable_t mln_config_table[] = {
     {.env = "MLN_STRIPE_FAULT",
      .type = MLN_TUNABLE_STRING,
      .default_value = "",
-     .help = "fault injection for tests: 'reset:LANE:BYTES' resets a tcp lane mid-transfer",
+     .help = "fault injection for tests: reset:LANE:BYTES (a tcp lane resets), nak:N, "
+             "rabort:N:BYTES (the N-th striped receive fails), sabort:N:BYTES (the N-th send)",
      MLN_TUNABLE_FIELD(mln_config_t, stripe_fault)},
+    {.env = "MLN_STRIPE_TAGS",
+     .type = MLN_TUNABLE_INT,
+     .default_value = "0",
+     .help = "0: chunk tags up to MPI_TAG_UB; N: only N (and N/8 inline tags), so that a short "
+             "test reuses them (test hook)",
+     MLN_TUNABLE_FIELD(mln_config_t, stripe_tags),
+     .min = 0,
+     .max = 1073741824},
     {.env = "MLN_BCAST_ALGO",
      .type = MLN_TUNABLE_ENUM,
      .default_value = "auto",

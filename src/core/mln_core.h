@@ -40,6 +40,14 @@ static inline int mln_type_contiguous(MPI_Datatype dt, int64_t count, MPI_Count 
     return count == 0 || size == 0 || (size == textent && (count == 1 || extent == size));
 }
 
+/* datatype.c: byte messages of any 64-bit length (a derived type above INT_MAX bytes).  The
+ * two calls return MPI's error code, like the MPI calls they wrap. */
+mln_status_t mln_mpi_bytes_type(uint64_t n, MPI_Datatype *out);
+int mln_mpi_isend_bytes(const void *buf, uint64_t n, int dest, int tag, MPI_Comm comm,
+                        MPI_Request *req);
+int mln_mpi_irecv_bytes(void *buf, uint64_t n, int source, int tag, MPI_Comm comm,
+                        MPI_Request *req);
+
 /* ---- logging ---------------------------------------------------------------------------- */
 
 /* Threshold used before mln_init (and by tools that never call it): MLN_LOG, else "warn". */

@@ -30,6 +30,7 @@
 struct mln_helper_state {
     int k;
     int is_helper;
+    int opened;   /* helper_open succeeded on every rank: the helpers wait for the release */
     int *helpers; /* host id * k + i -> world rank of helper i on that host */
 };
 
@@ -81,6 +82,7 @@ static mln_status_t helper_open(mln_stripe_t *s)
     MLN_MPI_CHECK(
         MPI_Comm_split(MPI_COMM_WORLD, h->is_helper ? MPI_UNDEFINED : 0, s->wrank, &s->app), st,
         out);
+    h->opened = 1;
     if (h->is_helper)
         MLN_DEBUG("world rank %d is a helper (%d per host)", s->wrank, k);
 out:
@@ -127,7 +129,9 @@ static void helper_close(mln_stripe_t *s)
 
     if (h == NULL)
         return;
-    if (!h->is_helper) { /* releases the helpers; an Ibarrier only matches an Ibarrier */
+    /* Releases the helpers (an Ibarrier only matches an Ibarrier).  Only once they serve: when
+     * helper_open failed, every rank returns its error from mln_init and no helper waits. */
+    if (h->opened && !h->is_helper) {
         MPI_Request req;
         if (MPI_Ibarrier(s->ctrl, &req) == MPI_SUCCESS)
             MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -170,11 +174,25 @@ out:
     return st;
 }
 
+/* A forward header comes from a rank of the job, but is checked all the same: a bad one would
+ * make MPI fail on the control comm, which is fatal for every rank the helper serves. */
+static int fwd_valid(const mln_stripe_t *s, const mln_fwd_hdr_t *f)
+{
+    return f->dest >= 0 && f->dest < s->wsize && f->dest != s->wrank && f->tag >= s->data_tag_lo &&
+           f->tag <= s->tag_ub && f->len > 0 && f->len <= MLN_STRIPE_CHUNK_MAX;
+}
+
 /* A header from src matched: its chunk goes into slot sl (received now, sent on later). */
 static mln_status_t slot_take(mln_stripe_t *s, helper_slot_t *sl, const helper_src_t *src)
 {
     mln_status_t st = MLN_OK;
 
+    if (!fwd_valid(s, &src->in)) {
+        MLN_ERROR("helper: invalid forward header from world rank %d (to %d, tag %d, %llu "
+                  "bytes): ignored",
+                  src->rank, src->in.dest, src->in.tag, (unsigned long long)src->in.len);
+        return MLN_OK;
+    }
     if (src->in.len > sl->cap) {
         free(sl->buf);
         sl->buf = malloc((size_t)src->in.len);
@@ -331,6 +349,8 @@ const mln_lane_ops_t mln_lane_helper_ops = {
     .recv_post = mln_mpilane_recv_post,
     .send_fill = helper_send_fill,
     .progress = helper_progress,
+    .send_abort = mln_mpilane_send_abort,
+    .quiet = mln_mpilane_quiet,
     .req_free = mln_mpilane_req_free,
     .close = helper_close,
 };

@@ -97,9 +97,46 @@ out:
     return st;
 }
 
+/* Chunk receives of r that completed: their bytes count (a cancelled one counts nothing). */
+static int recv_test(mln_stripe_t *s, mln_req_t *r)
+{
+    int moved = 0, nidx = 0;
+
+    for (uint64_t base = 0; base < r->nchunks && r->chunks_left > 0; base += 1024) {
+        const int n = r->nchunks - base < 1024 ? (int)(r->nchunks - base) : 1024;
+        int idx[1024];
+        MPI_Status sts[1024];
+        uint64_t bytes = 0;
+        int rc = MPI_Testsome(n, r->chunk_reqs + base, &nidx, idx, sts);
+
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+            mln_stripe_req_fail(s, r, MLN_ERR_MPI);
+            return 1;
+        }
+        if (nidx == MPI_UNDEFINED || nidx == 0)
+            continue;
+        moved = 1;
+        for (int k = 0; k < nidx; k++) {
+            int cancelled = 0;
+            if (rc == MPI_ERR_IN_STATUS && sts[k].MPI_ERROR != MPI_SUCCESS) {
+                mln_stripe_req_fail(s, r, MLN_ERR_MPI);
+                continue;
+            }
+            MPI_Test_cancelled(&sts[k], &cancelled);
+            if (!cancelled)
+                bytes += mln_stripe_chunk_len(r, base + (uint64_t)idx[k]);
+        }
+        r->chunks_left -= (uint64_t)nidx;
+        mln_stripe_req_progress(s, r, bytes);
+        if (r->state == MLN_REQ_DONE)
+            break;
+    }
+    return moved;
+}
+
 int mln_mpilane_progress(mln_stripe_t *s)
 {
-    int moved = 0, flag = 0, nidx = 0;
+    int moved = 0, flag = 0;
     mpi_op_t **po = &s->mpilane->ops;
     mln_req_t *r, *next;
 
@@ -108,7 +145,7 @@ int mln_mpilane_progress(mln_stripe_t *s)
         if (MPI_Testall(2, o->mreq, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
             if (o->req)
                 mln_stripe_req_fail(s, o->req, MLN_ERR_MPI);
-            flag = 1;
+            flag = 1; /* completed, in error: MPI holds no reference any more */
         }
         if (!flag) {
             po = &o->next;
@@ -116,38 +153,57 @@ int mln_mpilane_progress(mln_stripe_t *s)
         }
         *po = o->next;
         moved = 1;
-        if (o->req && o->req->state == MLN_REQ_DATA)
+        if (o->req)
             mln_stripe_req_progress(s, o->req, o->len);
         free(o);
     }
-    for (r = s->active; r; r = next) { /* receives */
+    for (r = s->active; r; r = next) { /* receives, in DATA or winding down in ABORT */
         next = r->next;
-        if (r->is_send || r->state != MLN_REQ_DATA || r->kind == MLN_LANE_TCP ||
-            r->chunks_left == 0)
-            continue;
-        for (uint64_t base = 0; base < r->nchunks; base += 1024) {
-            int n = r->nchunks - base < 1024 ? (int)(r->nchunks - base) : 1024;
-            int idx[1024];
-            if (MPI_Testsome(n, r->chunk_reqs + base, &nidx, idx, MPI_STATUSES_IGNORE) !=
-                MPI_SUCCESS) {
-                mln_stripe_req_fail(s, r, MLN_ERR_MPI);
-                break;
-            }
-            if (nidx == MPI_UNDEFINED || nidx == 0)
-                continue;
-            moved = 1;
-            uint64_t bytes = 0;
-            for (int k = 0; k < nidx; k++)
-                bytes += mln_stripe_chunk_len(r, base + (uint64_t)idx[k]);
-            r->chunks_left -= (uint64_t)nidx;
-            mln_stripe_req_progress(s, r, bytes);
-            if (r->state != MLN_REQ_DATA)
-                break;
-        }
+        if (!r->is_send && r->kind != MLN_LANE_TCP && r->chunks_left > 0 &&
+            (r->state == MLN_REQ_DATA || r->state == MLN_REQ_ABORT))
+            moved |= recv_test(s, r);
     }
     return moved;
 }
 
+/* A send failed: no more chunks go out (send_fill is no longer called); the receiver gets
+ * chunks [0, posted), which complete on their own. */
+uint64_t mln_mpilane_send_abort(mln_stripe_t *s, mln_req_t *r)
+{
+    (void)s;
+    return r->next_off >= r->accept ? r->nchunks : r->next_off / r->chunk;
+}
+
+/*
+ * Quiet when no chunk operation of r uses its buffer.  A send: its chunks in flight have
+ * completed.  A receive: once the sender said how many chunks it posted (SABORT/SACK), the
+ * receives of the others are cancelled (no message can match them: nobody sends those tags);
+ * the rest land.  Only then are its tags retired (stripe_ctl.c).
+ */
+int mln_mpilane_quiet(mln_stripe_t *s, mln_req_t *r)
+{
+    if (r->is_send) {
+        for (const mpi_op_t *o = s->mpilane->ops; o; o = o->next)
+            if (o->req == r)
+                return 0;
+        return 1;
+    }
+    if (!r->peer_count_known)
+        return 0;
+    if (r->peer_count != MLN_COUNT_UNKNOWN && r->chunk_reqs != NULL) {
+        for (uint64_t i = r->peer_count; i < r->nchunks; i++)
+            if (r->chunk_reqs[i] != MPI_REQUEST_NULL)
+                MPI_Cancel(&r->chunk_reqs[i]);
+        r->peer_count = MLN_COUNT_UNKNOWN; /* cancelled once */
+    }
+    if (r->chunks_left > 0)
+        recv_test(s, r);
+    return r->chunks_left == 0;
+}
+
+/* The request goes away (mln_finalize, or its completion): no chunk operation may keep
+ * pointing into it.  Receives still posted are cancelled and waited for; sends still in flight
+ * are left to MPI (only mln_finalize with requests never waited for gets here with any). */
 void mln_mpilane_req_free(mln_stripe_t *s, mln_req_t *r)
 {
     if (s->mpilane == NULL)
@@ -161,7 +217,7 @@ void mln_mpilane_req_free(mln_stripe_t *s, mln_req_t *r)
         if (r->chunk_reqs[i] == MPI_REQUEST_NULL)
             continue;
         MPI_Cancel(&r->chunk_reqs[i]);
-        MPI_Request_free(&r->chunk_reqs[i]);
+        MPI_Wait(&r->chunk_reqs[i], MPI_STATUS_IGNORE);
     }
 }
 
@@ -231,6 +287,8 @@ const mln_lane_ops_t mln_lane_mpi_ops = {
     .recv_post = mln_mpilane_recv_post,
     .send_fill = mpi_send_fill,
     .progress = mpi_progress,
+    .send_abort = mln_mpilane_send_abort,
+    .quiet = mln_mpilane_quiet,
     .req_free = mln_mpilane_req_free,
     .close = mln_mpilane_close,
 };

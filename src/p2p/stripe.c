@@ -1,5 +1,5 @@
 /*
- * stripe.c - striped point-to-point: the API, the protocol and the progress engine.
+ * stripe.c - striped point-to-point: requests, the header protocol and the progress engine.
  *
  * A message of more than MLN_STRIPE_THRESHOLD bytes to a peer on another site is sent as a
  * 64-byte header on the user's (comm, tag), so that MPI does the matching (ANY_SOURCE,
@@ -9,7 +9,7 @@
  *
  *   sender                                   receiver
  *   Isend(hdr, 64 B, dest, tag, comm)  --->  Irecv(user buf, source, tag, comm) matches it
- *                                      <---  Isend(CTS {msg id, accept, tag base}, ctrl)
+ *                                      <---  CTS {msg id, lanes, accept, tag base} (ctrl)
  *   chunks over lanes (dynamic)        ===>  written in place at their offsets
  *
  * Cost of a striped message of n bytes over L lanes of bandwidth b each:
@@ -17,8 +17,8 @@
  * Smaller messages are one MPI message: T = alpha_mpi + n / b_mpi, as stock MPI.
  *
  * A user message of exactly 64 bytes goes as a header with MLN_HDR_INLINE and its bytes on
- * the control comm with a tag derived from its message id, so a 64-byte wire message on the
- * user's comm is always a header.
+ * the control comm (stripe_inline.c), so a 64-byte wire message on the user's comm is always a
+ * header.  Control messages, chunk tags and failures are in stripe_ctl.c.
  */
 #include "stripe_int.h"
 
@@ -73,7 +73,7 @@ _Static_assert(sizeof(mln_stripe_hdr_t) == MLN_STRIPE_HDR_SIZE, "header is 64 by
 /* ---- active list ------------------------------------------------------------------------- */
 
 /* Appends: the list is in posting order, which is the order receives must match in. */
-static void active_add(mln_stripe_t *s, mln_req_t *r)
+void mln_stripe_active_add(mln_stripe_t *s, mln_req_t *r)
 {
     r->next = NULL;
     r->prev = s->active_tail;
@@ -99,42 +99,46 @@ void mln_stripe_active_del(mln_stripe_t *s, mln_req_t *r)
     s->nactive--;
 }
 
+/* A striped receive from src_world with the sender's msg_id that is DATA or ABORT. */
 mln_req_t *mln_stripe_find_recv(mln_stripe_t *s, int src_world, uint64_t msg_id)
 {
     for (mln_req_t *r = s->active; r; r = r->next)
-        if (!r->is_send && r->state == MLN_REQ_DATA && r->peer_world == src_world &&
-            r->msg_id == msg_id)
+        if (!r->is_send && r->peer_world == src_world && r->msg_id == msg_id &&
+            (r->state == MLN_REQ_TAGS || r->state == MLN_REQ_DATA || r->state == MLN_REQ_ABORT))
             return r;
     return NULL;
 }
 
-static void req_finish(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
+/* One of our striped sends to dest_world (any state but DONE). */
+mln_req_t *mln_stripe_find_send(mln_stripe_t *s, int dest_world, uint64_t msg_id)
+{
+    for (mln_req_t *r = s->active; r; r = r->next)
+        if (r->is_send && r->peer_world == dest_world && r->msg_id == msg_id &&
+            r->state != MLN_REQ_RAW)
+            return r;
+    return NULL;
+}
+
+void mln_stripe_req_finish(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
 {
     if (r->state == MLN_REQ_DONE)
         return;
     if (r->result == MLN_OK)
         r->result = st;
     r->state = MLN_REQ_DONE;
+    mln_stripe_tags_release(s, r);
     mln_stripe_active_del(s, r);
-}
-
-void mln_stripe_req_fail(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
-{
-    MLN_WARN("striped %s of %llu bytes %s world rank %d (message %llu) failed: %s",
-             r->is_send ? "send" : "receive", (unsigned long long)r->total,
-             r->is_send ? "to" : "from", r->peer_world, (unsigned long long)r->msg_id,
-             mln_status_str(st));
-    req_finish(s, r, st);
 }
 
 void mln_stripe_req_progress(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
 {
     r->bytes_done += bytes;
-    r->last_progress = mln_stripe_now();
-    s->peer_moved[r->peer_world] = r->last_progress;
-    if (r->bytes_done >= r->accept && (!r->is_send || r->next_off >= r->accept) &&
-        r->state == MLN_REQ_DATA && (r->is_send || r->ctsreq == MPI_REQUEST_NULL))
-        req_finish(s, r, r->total > r->accept && !r->is_send ? MLN_ERR_TRUNCATE : MLN_OK);
+    if (r->state != MLN_REQ_DATA)
+        return; /* an aborted request counts what still lands; stripe_ctl.c decides */
+    if (r->is_send ? r->bytes_done >= r->accept && r->next_off >= r->accept
+                   : r->bytes_done >= r->accept)
+        mln_stripe_req_finish(s, r,
+                              r->total > r->accept && !r->is_send ? MLN_ERR_TRUNCATE : MLN_OK);
 }
 
 uint64_t mln_stripe_chunk_len(const mln_req_t *r, uint64_t index)
@@ -144,47 +148,6 @@ uint64_t mln_stripe_chunk_len(const mln_req_t *r, uint64_t index)
 }
 
 /* ---- request set-up ---------------------------------------------------------------------- */
-
-/* Bytes of (count, dtype) and where they start; packs non-contiguous types. */
-static mln_status_t req_buffer(mln_req_t *r, const void *buf, int is_send)
-{
-    mln_status_t st = MLN_OK;
-    MPI_Count size, offset = 0;
-    int isize = 0, pos = 0;
-
-    MLN_MPI_CHECK(MPI_Type_size_x(r->dtype, &size), st, out);
-    if (size < 0 || (size > 0 && (uint64_t)r->count > UINT64_MAX / (uint64_t)size)) {
-        MLN_ERROR("striped message: count %lld x type size %lld overflows", (long long)r->count,
-                  (long long)size);
-        return MLN_ERR_ARG;
-    }
-    r->cap = (uint64_t)r->count * (uint64_t)size;
-    if (mln_type_contiguous(r->dtype, r->count, &offset)) {
-        r->buf = (char *)buf + offset; /* the bytes are in place */
-        return MLN_OK;
-    }
-    if (r->count > INT_MAX || r->cap > INT_MAX) {
-        MLN_ERROR("striped message: a non-contiguous datatype is packed, and %llu bytes are "
-                  "over the 2^31 - 1 bytes MPI_Pack can handle",
-                  (unsigned long long)r->cap);
-        return MLN_ERR_UNSUPPORTED;
-    }
-    MLN_MPI_CHECK(MPI_Pack_size((int)r->count, r->dtype, r->comm, &isize), st, out);
-    r->pack = malloc((size_t)isize > 0 ? (size_t)isize : 1);
-    if (r->pack == NULL)
-        return MLN_ERR_NOMEM;
-    r->packed = 1;
-    r->buf = r->pack;
-    if (is_send) {
-        MLN_MPI_CHECK(MPI_Pack(buf, (int)r->count, r->dtype, r->pack, isize, &pos, r->comm), st,
-                      out);
-        r->cap = (uint64_t)pos;
-    } else {
-        r->cap = (uint64_t)isize;
-    }
-out:
-    return st;
-}
 
 mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI_Datatype dt,
                                 int peer, int tag, MPI_Comm comm, int is_send, mln_req_t **out)
@@ -223,6 +186,7 @@ mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count,
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return MLN_ERR_NOMEM;
+    r->owner = s;
     r->is_send = is_send;
     r->ubuf = (void *)buf;
     r->count = count;
@@ -230,9 +194,10 @@ mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count,
     r->comm = comm;
     r->peer = peer;
     r->tag = tag;
-    r->mreq = r->ctsreq = MPI_REQUEST_NULL;
+    r->mreq = r->mreq2 = MPI_REQUEST_NULL;
     r->peer_world = -1;
-    st = req_buffer(r, buf, is_send);
+    r->peer_count = MLN_COUNT_UNKNOWN;
+    st = mln_stripe_req_buffer(r, buf, is_send);
     if (st != MLN_OK) {
         free(r->pack);
         free(r);
@@ -242,8 +207,8 @@ mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count,
     return MLN_OK;
 }
 
-/* Frees a request.  One that failed with MPI operations still pending on its own memory
- * (header, CTS) is kept until mln_finalize, so that MPI never writes into freed memory. */
+/* Frees a request.  One with MPI operations still pending on its own memory (the header or
+ * an inline payload on their way out) waits on the zombie list until they complete. */
 void mln_stripe_req_free(mln_stripe_t *s, mln_req_t *r)
 {
     int pending = 0;
@@ -251,36 +216,74 @@ void mln_stripe_req_free(mln_stripe_t *s, mln_req_t *r)
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s && s->lanes[k] && s->lanes[k]->req_free)
             s->lanes[k]->req_free(s, r);
-    if (r->mreq != MPI_REQUEST_NULL && !r->is_send && r->state != MLN_REQ_DONE)
+    if (s && s->fault.target == r)
+        s->fault.target = NULL;
+    if (r->mreq != MPI_REQUEST_NULL && !r->is_send) { /* a receive into the user's buffer */
         MPI_Cancel(&r->mreq);
-    if (r->mreq != MPI_REQUEST_NULL) {
-        MPI_Request_free(&r->mreq);
-        pending = 1;
+        MPI_Wait(&r->mreq, MPI_STATUS_IGNORE);
     }
-    if (r->ctsreq != MPI_REQUEST_NULL) {
-        MPI_Request_free(&r->ctsreq);
-        pending = 1;
-    }
+    pending = r->mreq != MPI_REQUEST_NULL || r->mreq2 != MPI_REQUEST_NULL;
     free(r->chunk_reqs);
     r->chunk_reqs = NULL;
+    free(r->got);
+    r->got = NULL;
     if (pending && s) {
         r->next = s->zombies;
         s->zombies = r;
         return;
     }
+    if (pending) { /* no engine left to watch them: MPI finishes them on its own */
+        if (r->mreq != MPI_REQUEST_NULL)
+            MPI_Request_free(&r->mreq);
+        if (r->mreq2 != MPI_REQUEST_NULL)
+            MPI_Request_free(&r->mreq2);
+    }
     free(r->pack);
     free(r);
 }
 
-/* World rank of `rank` in `comm`. */
+int mln_stripe_zombies_progress(mln_stripe_t *s)
+{
+    int moved = 0;
+
+    for (mln_req_t **pz = &s->zombies; *pz;) {
+        mln_req_t *z = *pz;
+        MPI_Request reqs[2] = {z->mreq, z->mreq2};
+        int flag = 0;
+        if (MPI_Testall(2, reqs, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            flag = 1; /* completed in error: nothing refers to the memory any more */
+        z->mreq = reqs[0];
+        z->mreq2 = reqs[1];
+        if (!flag) {
+            pz = &z->next;
+            continue;
+        }
+        *pz = z->next;
+        free(z->pack);
+        free(z);
+        moved = 1;
+    }
+    return moved;
+}
+
+/* World rank of `rank` in `comm`: MLN_ERR_UNSUPPORTED for a process outside MPI_COMM_WORLD
+ * (a communicator built with MPI_Comm_spawn or connect/accept: no lanes lead there). */
 static mln_status_t world_rank_of(MPI_Comm comm, int rank, int *out)
 {
     mln_status_t st = MLN_OK;
     MPI_Group g, wg;
+    int w = MPI_UNDEFINED;
 
     MLN_MPI_CHECK(MPI_Comm_group(comm, &g), st, out);
     MLN_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &wg), st, free_g);
-    MLN_MPI_CHECK(MPI_Group_translate_ranks(g, 1, &rank, wg, out), st, free_wg);
+    MLN_MPI_CHECK(MPI_Group_translate_ranks(g, 1, &rank, wg, &w), st, free_wg);
+    if (w == MPI_UNDEFINED || w < 0) {
+        MLN_ERROR("mln_stripe: rank %d of the communicator is not in this MPI_COMM_WORLD "
+                  "(spawned or connected processes are not supported)",
+                  rank);
+        st = MLN_ERR_UNSUPPORTED;
+    }
+    *out = w;
 free_wg:
     MPI_Group_free(&wg);
 free_g:
@@ -289,44 +292,18 @@ out:
     return st;
 }
 
-/* Tag of a header-sized payload on the control comm. */
-static int inline_tag(const mln_stripe_t *s, uint64_t msg_id)
-{
-    return MLN_TAG_INLINE + (int)(msg_id % (uint64_t)s->inline_tags);
-}
-
 /* ---- send -------------------------------------------------------------------------------- */
 
+/* The lanes a new striped message to dest_world proposes.  tcp lanes are opened without
+ * blocking (tcp_conn.c); if they cannot be, the message moves to the mpi lanes at its CTS. */
 static mln_lane_kind_t send_kind(mln_stripe_t *s, int dest_world)
 {
-    mln_lane_kind_t kind = s->backend == MLN_STRIPE_TCP      ? MLN_LANE_TCP
-                           : s->backend == MLN_STRIPE_HELPER ? MLN_LANE_HELPER
-                                                             : MLN_LANE_MPI;
-
-    if (kind == MLN_LANE_TCP &&
-        (s->tcp_failed[dest_world] || !s->lanes[kind]->ready(s, dest_world))) {
-        if (!s->tcp_failed[dest_world])
-            MLN_WARN("tcp lanes to world rank %d unavailable: striping over MPI instead",
-                     dest_world);
-        s->tcp_failed[dest_world] = 1;
-        kind = MLN_LANE_MPI;
-    }
-    return kind;
-}
-
-/* Payload bytes per chunk for a message of `total` bytes. */
-static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
-{
-    uint64_t chunk = total / ((uint64_t)lanes * 4u);
-    uint64_t max_chunks = (uint64_t)(s->tag_ub - s->data_tag_lo) / 4u;
-
-    if (chunk > s->cfg->stripe_chunk)
-        chunk = s->cfg->stripe_chunk;
-    if (chunk < 65536)
-        chunk = 65536;
-    if (max_chunks > 0 && total / chunk >= max_chunks) /* keep chunk tags within tag_ub */
-        chunk = total / max_chunks + 1;
-    return chunk;
+    if (s->backend == MLN_STRIPE_HELPER)
+        return MLN_LANE_HELPER;
+    if (s->backend == MLN_STRIPE_MPI || s->tcp_failed[dest_world] ||
+        !s->lanes[MLN_LANE_TCP]->ready(s, dest_world))
+        return MLN_LANE_MPI;
+    return MLN_LANE_TCP;
 }
 
 static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
@@ -334,6 +311,26 @@ static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
     if (kind == MLN_LANE_HELPER)
         return 2 * (int)s->cfg->stripe_helpers + 1;
     return (int)s->cfg->stripe_lanes;
+}
+
+/*
+ * Payload bytes per chunk for a message of `total` bytes: n / (4 lanes), within [64 KiB,
+ * MLN_STRIPE_CHUNK], and large enough that the chunks of one message take at most a quarter of
+ * the chunk tags (a receiver holds a message's tags until it is retired), and small enough for
+ * one int-counted MPI message.  0 when no such chunk exists (a message too large for the tags).
+ */
+static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
+{
+    uint64_t chunk = total / ((uint64_t)lanes * 4u);
+    const uint64_t max_chunks = (uint64_t)(s->tag_ub - s->data_tag_lo + 1) / 4u;
+
+    if (chunk > s->cfg->stripe_chunk)
+        chunk = s->cfg->stripe_chunk;
+    if (chunk < 65536)
+        chunk = 65536;
+    if (max_chunks > 0 && (total + chunk - 1) / chunk > max_chunks)
+        chunk = (total + max_chunks - 1) / max_chunks;
+    return chunk <= MLN_STRIPE_CHUNK_MAX ? chunk : 0;
 }
 
 mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
@@ -350,10 +347,11 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
     striped = r->cap > s->cfg->stripe_threshold &&
               (s->cfg->stripe_local || s->site_of[dest_world] != s->site_of[s->wrank]);
     if (!striped && r->cap != MLN_STRIPE_HDR_SIZE) {
+        /* a plain message; over 2 GiB as one element of a byte type (datatype.c) */
         r->state = MLN_REQ_RAW;
-        MLN_MPI_CHECK(MPI_Isend(r->buf, (int)r->cap, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq),
-                      st, out);
-        active_add(s, r);
+        MLN_MPI_CHECK(mln_mpi_isend_bytes(r->buf, r->cap, r->peer, r->tag, r->comm, &r->mreq), st,
+                      out);
+        mln_stripe_active_add(s, r);
         return MLN_OK;
     }
     r->msg_id = s->next_msg_id++;
@@ -367,18 +365,17 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
         r->hdr.flags = MLN_HDR_INLINE;
         r->hdr.kind = MLN_LANE_MPI;
         hdr_seal(&r->hdr);
-        r->state = MLN_REQ_INLINE;
-        MLN_MPI_CHECK(
-            MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq),
-            st, out);
-        MLN_MPI_CHECK(MPI_Isend(r->buf, MLN_STRIPE_HDR_SIZE, MPI_BYTE, dest_world,
-                                inline_tag(s, r->msg_id), s->ctrl, &r->ctsreq),
-                      st, out);
-        active_add(s, r);
+        MLN_CHECK(mln_stripe_inline_send(s, r, dest_world), st, out);
+        mln_stripe_active_add(s, r);
         return MLN_OK;
     }
     r->kind = send_kind(s, dest_world);
     r->chunk = choose_chunk(s, r->total, lanes_of(s, r->kind));
+    if (r->chunk == 0) {
+        MLN_ERROR("mln_stripe_isend: %llu bytes need more chunk tags than MPI_TAG_UB leaves",
+                  (unsigned long long)r->total);
+        return MLN_ERR_UNSUPPORTED;
+    }
     r->hdr.kind = (uint32_t)r->kind;
     r->hdr.chunk = r->chunk;
     hdr_seal(&r->hdr);
@@ -386,39 +383,12 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
     MLN_MPI_CHECK(
         MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq), st,
         out);
-    active_add(s, r);
+    mln_stripe_active_add(s, r);
     MLN_TRACE("send %llu: %llu bytes to world %d over %s, chunk %llu",
               (unsigned long long)r->msg_id, (unsigned long long)r->total, dest_world,
               s->lanes[r->kind]->name, (unsigned long long)r->chunk);
 out:
     return st;
-}
-
-/* A CTS arrived: the payload of that send may go. */
-static void send_cts(mln_stripe_t *s, const mln_stripe_cts_t *c, int from)
-{
-    mln_req_t *r;
-
-    for (r = s->active; r; r = r->next)
-        if (r->is_send && r->state == MLN_REQ_CTS && r->peer_world == from &&
-            r->msg_id == c->msg_id)
-            break;
-    if (r == NULL) {
-        MLN_ERROR("CTS from world rank %d for unknown message %llu: ignored", from,
-                  (unsigned long long)c->msg_id);
-        return;
-    }
-    if (c->accept > r->total) {
-        mln_stripe_req_fail(s, r, MLN_ERR_DATA);
-        return;
-    }
-    r->accept = c->accept;
-    r->tag_base = c->tag_base;
-    r->nchunks = r->accept ? (r->accept + r->chunk - 1) / r->chunk : 0;
-    r->state = MLN_REQ_DATA;
-    r->last_progress = mln_stripe_now();
-    if (r->accept == 0)
-        req_finish(s, r, MLN_OK);
 }
 
 /* ---- receive ----------------------------------------------------------------------------- */
@@ -445,39 +415,22 @@ mln_status_t mln_stripe_recv_start(mln_stripe_t *s, mln_req_t *r)
         into = r->small;
         room = MLN_STRIPE_HDR_SIZE;
     }
-    if (room > INT_MAX) /* a plain message is at most the threshold (<= 1 GiB) */
-        room = INT_MAX;
     r->state = MLN_REQ_HDR;
-    MLN_MPI_CHECK(MPI_Irecv(into, (int)room, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq), st,
-                  out);
-    active_add(s, r);
+    MLN_MPI_CHECK(mln_mpi_irecv_bytes(into, room, r->peer, r->tag, r->comm, &r->mreq), st, out);
+    mln_stripe_active_add(s, r);
 out:
     return st;
 }
 
-/* Next free range of `n` chunk tags. */
-static int alloc_tags(mln_stripe_t *s, uint64_t n)
-{
-    int base;
-
-    if ((uint64_t)(s->tag_ub - s->data_tag_next) < n)
-        s->data_tag_next = s->data_tag_lo;
-    base = s->data_tag_next;
-    s->data_tag_next += (int)n;
-    return base;
-}
-
 /* A header matched (its 64 bytes are in r->small): inline, or a striped message. */
-static mln_status_t recv_header(mln_stripe_t *s, mln_req_t *r)
+static void recv_header(mln_stripe_t *s, mln_req_t *r)
 {
-    mln_status_t st = MLN_OK;
-
     if (!hdr_open(r->small, &r->hdr) || r->hdr.src_world < 0 || r->hdr.src_world >= s->wsize) {
         MLN_ERROR("a %d-byte message from rank %d tag %d is not a valid Multilane header: does "
                   "the sender use mln_stripe_send?",
                   MLN_STRIPE_HDR_SIZE, r->st_source, r->st_tag);
-        req_finish(s, r, MLN_ERR_DATA);
-        return MLN_OK;
+        mln_stripe_req_finish(s, r, MLN_ERR_DATA);
+        return;
     }
     r->peer_world = r->hdr.src_world;
     r->msg_id = r->hdr.msg_id;
@@ -485,45 +438,30 @@ static mln_status_t recv_header(mln_stripe_t *s, mln_req_t *r)
     r->kind = (mln_lane_kind_t)r->hdr.kind;
     r->chunk = r->hdr.chunk;
     if (r->hdr.flags & MLN_HDR_INLINE) {
-        void *into = r->cap >= MLN_STRIPE_HDR_SIZE ? (void *)r->buf : (void *)r->small;
-        r->use_small = r->cap < MLN_STRIPE_HDR_SIZE;
-        r->state = MLN_REQ_INLINE;
-        MLN_MPI_CHECK(MPI_Irecv(into, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer_world,
-                                inline_tag(s, r->msg_id), s->ctrl, &r->mreq),
-                      st, out);
-        return MLN_OK;
-    }
-    if (r->chunk == 0 || s->lanes[r->kind] == NULL) {
-        MLN_ERROR("header from world rank %d: its lanes (kind %d) are not set up here (is "
-                  "MLN_STRIPE_BACKEND the same on every rank?)",
-                  r->peer_world, (int)r->kind);
-        req_finish(s, r, MLN_ERR_CONFIG);
-        return MLN_OK;
+        mln_stripe_inline_expect(s, r);
+        return;
     }
     r->accept = r->total < r->cap ? r->total : r->cap;
     r->st_bytes = r->accept;
+    r->state = MLN_REQ_TAGS;
+    if (r->chunk == 0 || r->chunk > MLN_STRIPE_CHUNK_MAX || s->lanes[r->kind] == NULL) {
+        MLN_ERROR("header from world rank %d: its lanes (kind %d, chunk %llu) are not set up "
+                  "here (is MLN_STRIPE_BACKEND the same on every rank?)",
+                  r->peer_world, (int)r->kind, (unsigned long long)r->chunk);
+        mln_stripe_req_fail(s, r, MLN_ERR_CONFIG); /* a NAK: the sender must not wait */
+        return;
+    }
     r->nchunks = r->accept ? (r->accept + r->chunk - 1) / r->chunk : 0;
-    r->tag_base = r->kind == MLN_LANE_TCP ? 0 : alloc_tags(s, r->nchunks);
-    r->state = MLN_REQ_DATA;
-    r->last_progress = mln_stripe_now();
-    MLN_CHECK(s->lanes[r->kind]->recv_post(s, r), st, out);
-    r->cts.msg_id = r->msg_id;
-    r->cts.accept = r->accept;
-    r->cts.tag_base = r->tag_base;
-    MLN_MPI_CHECK(MPI_Isend(&r->cts, (int)sizeof(r->cts), MPI_BYTE, r->peer_world, MLN_TAG_CTS,
-                            s->ctrl, &r->ctsreq),
-                  st, out);
-    MLN_TRACE("recv %llu: %llu of %llu bytes from world %d over %s", (unsigned long long)r->msg_id,
-              (unsigned long long)r->accept, (unsigned long long)r->total, r->peer_world,
-              s->lanes[r->kind]->name);
-out:
-    return st;
+    if (mln_fault_begin(&s->fault, r)) {
+        mln_stripe_req_fail(s, r, MLN_ERR_NOMEM);
+        return;
+    }
+    mln_stripe_recv_setup(s, r);
 }
 
 /* The Irecv of a receive in MLN_REQ_HDR completed: a plain message, or a header. */
 static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
 {
-    mln_status_t st;
     MPI_Count n = 0;
 
     MPI_Get_elements_x(mst, MPI_BYTE, &n);
@@ -532,19 +470,17 @@ static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
     if (n == MLN_STRIPE_HDR_SIZE) {
         if (!r->use_small)
             memcpy(r->small, r->buf, MLN_STRIPE_HDR_SIZE);
-        st = recv_header(s, r);
-        if (st != MLN_OK)
-            mln_stripe_req_fail(s, r, st);
+        recv_header(s, r);
         return;
     }
     r->st_bytes = (uint64_t)n;
     if (r->use_small) { /* a plain message of up to 64 bytes, into a smaller buffer */
         r->st_bytes = (uint64_t)n < r->cap ? (uint64_t)n : r->cap;
         memcpy(r->buf, r->small, (size_t)r->st_bytes);
-        req_finish(s, r, (uint64_t)n > r->cap ? MLN_ERR_TRUNCATE : MLN_OK);
+        mln_stripe_req_finish(s, r, (uint64_t)n > r->cap ? MLN_ERR_TRUNCATE : MLN_OK);
         return;
     }
-    req_finish(s, r, MLN_OK);
+    mln_stripe_req_finish(s, r, MLN_OK);
 }
 
 /* MPI's error on a request: truncation keeps its meaning, the rest is MLN_ERR_MPI. */
@@ -558,33 +494,26 @@ static mln_status_t mpi_error(int rc)
 
 /* ---- progress ---------------------------------------------------------------------------- */
 
-/* Tests the MPI side of one request; returns 1 when something happened. */
 /* r->mreq completed with MPI's return code rc and status mst (its request is now null). */
 static void mreq_done(mln_stripe_t *s, mln_req_t *r, int rc, const MPI_Status *mst)
 {
     if (rc != MPI_SUCCESS) { /* only with MPI_ERRORS_RETURN on the user's communicator */
-        if (!r->is_send && mpi_error(rc) == MLN_ERR_TRUNCATE) {
+        if (!r->is_send && r->state == MLN_REQ_HDR && mpi_error(rc) == MLN_ERR_TRUNCATE) {
             r->st_source = mst->MPI_SOURCE;
             r->st_tag = mst->MPI_TAG;
             r->st_bytes = r->cap;
-            if (r->use_small) /* the first 64 bytes landed in the header room */
+            if (r->use_small) /* the first bytes landed in the header room */
                 memcpy(r->buf, r->small, (size_t)r->cap);
-            req_finish(s, r, MLN_ERR_TRUNCATE);
+            mln_stripe_req_finish(s, r, MLN_ERR_TRUNCATE);
         } else {
             mln_stripe_req_fail(s, r, mpi_error(rc));
         }
         return;
     }
-    if (r->state == MLN_REQ_RAW) {
-        req_finish(s, r, MLN_OK);
-    } else if (r->state == MLN_REQ_HDR) {
+    if (r->state == MLN_REQ_RAW)
+        mln_stripe_req_finish(s, r, MLN_OK);
+    else if (r->state == MLN_REQ_HDR)
         recv_matched(s, r, mst);
-    } else if (r->state == MLN_REQ_INLINE && !r->is_send) {
-        if (r->cap < MLN_STRIPE_HDR_SIZE)
-            memcpy(r->buf, r->small, r->cap);
-        r->st_bytes = r->cap < MLN_STRIPE_HDR_SIZE ? r->cap : MLN_STRIPE_HDR_SIZE;
-        req_finish(s, r, r->cap < MLN_STRIPE_HDR_SIZE ? MLN_ERR_TRUNCATE : MLN_OK);
-    }
 }
 
 /* Tests the MPI side of one request; returns 1 when something happened. */
@@ -596,82 +525,50 @@ static int req_test_mpi(mln_stripe_t *s, mln_req_t *r)
     if (r->mreq != MPI_REQUEST_NULL) {
         int rc = MPI_Test(&r->mreq, &flag, &mst);
         if (rc != MPI_SUCCESS || flag) {
+            r->mreq = MPI_REQUEST_NULL;
             mreq_done(s, r, rc, &mst);
             moved = 1;
         }
     }
-    if (r->state == MLN_REQ_DONE)
-        return moved;
-    if (r->ctsreq != MPI_REQUEST_NULL) {
-        if (MPI_Test(&r->ctsreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    if (r->mreq2 != MPI_REQUEST_NULL) {
+        if (MPI_Test(&r->mreq2, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            r->mreq2 = MPI_REQUEST_NULL;
             mln_stripe_req_fail(s, r, MLN_ERR_MPI);
             return 1;
         }
-        if (flag) {
-            moved = 1;
-            if (r->state == MLN_REQ_DATA) /* all data may already be in */
-                mln_stripe_req_progress(s, r, 0);
-        }
+        moved |= flag;
     }
+    /* an inline send is done when both its header and its payload are out */
     if (r->is_send && r->state == MLN_REQ_INLINE && r->mreq == MPI_REQUEST_NULL &&
-        r->ctsreq == MPI_REQUEST_NULL)
-        req_finish(s, r, MLN_OK);
+        r->mreq2 == MPI_REQUEST_NULL)
+        mln_stripe_req_finish(s, r, MLN_OK);
     return moved;
 }
 
-static int poll_cts(mln_stripe_t *s)
-{
-    MPI_Status mst;
-    int flag = 0, moved = 0;
-
-    while (s->cts_req != MPI_REQUEST_NULL) {
-        if (MPI_Test(&s->cts_req, &flag, &mst) != MPI_SUCCESS || !flag)
-            break;
-        moved = 1;
-        send_cts(s, &s->cts_in, mst.MPI_SOURCE);
-        if (MPI_Irecv(&s->cts_in, (int)sizeof(s->cts_in), MPI_BYTE, MPI_ANY_SOURCE, MLN_TAG_CTS,
-                      s->ctrl, &s->cts_req) != MPI_SUCCESS)
-            s->cts_req = MPI_REQUEST_NULL;
-    }
-    return moved;
-}
-
-/* Since when r has been waiting for its peer: the later of its own last progress and the
- * last bytes moved with that peer for any message (chunks go out in posting order, so the
- * 50th message in flight to one peer gets none while the first 49 move). */
-static double stalled_since(const mln_stripe_t *s, const mln_req_t *r)
-{
-    const double peer = s->peer_moved[r->peer_world];
-
-    return peer > r->last_progress ? peer : r->last_progress;
-}
-
-/* One pass: MPI requests, CTS, chunk scheduling, lane I/O (blocking up to wait_us). */
+/* One pass: control messages, MPI requests, chunk scheduling, lane I/O (blocking up to
+ * wait_us), and aborted requests that became quiet. */
 int mln_stripe_progress(mln_stripe_t *s, int wait_us)
 {
-    int moved = poll_cts(s), need_mpi = mln_mpilane_busy(s);
-    double now = mln_stripe_now();
+    int moved = mln_stripe_ctl_progress(s), need_mpi = mln_mpilane_busy(s) || s->ctl_out != NULL;
     mln_req_t *r, *next;
 
+    moved |= mln_stripe_zombies_progress(s);
     for (r = s->active; r; r = next) {
         next = r->next;
         moved |= req_test_mpi(s, r);
     }
+    moved |= mln_stripe_inline_progress(s);
+    moved |= mln_stripe_tags_progress(s);
     for (r = s->active; r; r = next) {
         next = r->next;
-        if (r->state != MLN_REQ_DATA || r->kind != MLN_LANE_TCP || r->ctsreq != MPI_REQUEST_NULL)
+        if (r->state != MLN_REQ_DATA || r->kind != MLN_LANE_TCP)
             need_mpi = 1; /* something only MPI_Test can move */
         if (r->state != MLN_REQ_DATA)
             continue;
         if (r->is_send && r->next_off < r->accept)
             s->lanes[r->kind]->send_fill(s, r);
-        if (now - stalled_since(s, r) > (double)s->cfg->stripe_timeout) {
-            MLN_ERROR("striped %s of message %llu with world rank %d: nothing moved to or from "
-                      "that rank for %lld s (MLN_STRIPE_TIMEOUT)",
-                      r->is_send ? "send" : "receive", (unsigned long long)r->msg_id, r->peer_world,
-                      (long long)s->cfg->stripe_timeout);
-            mln_stripe_req_fail(s, r, MLN_ERR_TIMEOUT);
-        }
+        if (mln_fault_strikes(&s->fault, r))
+            mln_stripe_req_fail(s, r, MLN_ERR_SYS);
     }
     /* Only tcp lanes left to move: sleep in poll() until a socket is ready (no CPU spent
      * spinning, which the delay line and the peer need on a small host).  Anything MPI must
@@ -682,6 +579,7 @@ int mln_stripe_progress(mln_stripe_t *s, int wait_us)
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s->lanes[k])
             moved |= s->lanes[k]->progress(s, wait_us);
+    moved |= mln_stripe_abort_progress(s);
     if (!moved && wait_us > 0 && s->lanes[MLN_LANE_TCP] == NULL) { /* tcp sleeps in poll() */
         struct timespec ts = {0, (long)wait_us * 1000L};
         nanosleep(&ts, NULL);
@@ -707,8 +605,7 @@ static mln_req_t *plain_wait_target(const mln_stripe_t *s, mln_req_t **reqs, int
     if (s->thread_on || mln_mpilane_busy(s))
         return NULL;
     for (const mln_req_t *r = s->active; r; r = r->next) {
-        if ((r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) || r->mreq == MPI_REQUEST_NULL ||
-            r->ctsreq != MPI_REQUEST_NULL)
+        if ((r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) || r->mreq == MPI_REQUEST_NULL)
             return NULL;
         if (r->state == MLN_REQ_HDR) {
             if (unmatched != NULL)

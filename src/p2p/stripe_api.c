@@ -23,7 +23,9 @@ static void status_fill(const mln_req_t *r, MPI_Status *status)
         return;
     status->MPI_SOURCE = r->st_source;
     status->MPI_TAG = r->st_tag;
-    status->MPI_ERROR = r->result == MLN_OK ? MPI_SUCCESS : MPI_ERR_OTHER;
+    status->MPI_ERROR = r->result == MLN_OK             ? MPI_SUCCESS
+                        : r->result == MLN_ERR_TRUNCATE ? MPI_ERR_TRUNCATE
+                                                        : MPI_ERR_OTHER;
     MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)r->st_bytes);
     MPI_Status_set_cancelled(status, 0);
 }
@@ -33,16 +35,30 @@ static mln_status_t req_complete(mln_stripe_t *s, mln_req_t **request, MPI_Statu
 {
     mln_req_t *r = *request;
     mln_status_t st = r->result;
-    int pos = 0;
 
     if (!r->is_send && r->packed && (st == MLN_OK || st == MLN_ERR_TRUNCATE) &&
-        MPI_Unpack(r->pack, (int)r->cap, &pos, r->ubuf, (int)r->count, r->dtype, r->comm) !=
-            MPI_SUCCESS)
+        mln_stripe_req_unpack(r) != MLN_OK)
         st = MLN_ERR_MPI;
     status_fill(r, status);
     mln_stripe_req_free(s, r);
     *request = MLN_REQUEST_NULL;
     return st;
+}
+
+/* A request that outlived its engine (mln_finalize came first; a new mln_init does not adopt
+ * it): freed, with MLN_ERR_NOT_INIT while no engine runs, MLN_ERR_STATE otherwise. */
+static mln_status_t req_orphan(const mln_stripe_t *s, mln_req_t **request, MPI_Status *status)
+{
+    mln_req_t *r = *request;
+
+    MLN_ERROR("mln_stripe: a request of a library instance already finalized");
+    r->result = s == NULL ? MLN_ERR_NOT_INIT : MLN_ERR_STATE;
+    return req_complete(NULL, request, status);
+}
+
+static int is_orphan(const mln_stripe_t *s, const mln_req_t *r)
+{
+    return s == NULL || r->owner != s;
 }
 
 mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
@@ -109,6 +125,8 @@ mln_status_t mln_stripe_wait(mln_request_t *request, MPI_Status *status)
         return MLN_ERR_ARG;
     if (*request == MLN_REQUEST_NULL)
         return MLN_OK;
+    if (is_orphan(s, *request))
+        return req_orphan(s, request, status);
     mln_stripe_lock(s);
     mln_stripe_progress_until(s, request, 1);
     st = req_complete(s, request, status);
@@ -127,6 +145,10 @@ mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *stat
     if (*request == MLN_REQUEST_NULL) {
         *done = 1;
         return MLN_OK;
+    }
+    if (is_orphan(s, *request)) {
+        *done = 1;
+        return req_orphan(s, request, status);
     }
     mln_stripe_lock(s);
     if ((*request)->state != MLN_REQ_DONE)
@@ -148,6 +170,14 @@ mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status 
         return MLN_ERR_ARG;
     if (count == 0)
         return MLN_OK;
+    for (int i = 0; i < count; i++) /* requests of a finalized instance: done at once */
+        if (requests[i] != MLN_REQUEST_NULL && is_orphan(s, requests[i])) {
+            st = req_orphan(s, &requests[i],
+                            statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i]);
+            first = first == MLN_OK ? st : first;
+        }
+    if (s == NULL)
+        return first;
     mln_stripe_lock(s);
     mln_stripe_progress_until(s, requests, count);
     for (int i = 0; i < count; i++) {
@@ -295,18 +325,54 @@ static mln_status_t check_thread_level(const mln_stripe_t *s)
 static void free_rank_tables(mln_stripe_t *s)
 {
     free(s->tcp_failed);
-    free(s->peer_moved);
     free(s->host_of);
     free(s->site_of);
     free(s);
+}
+
+/*
+ * With the helper backend the helper ranks call MPI_Finalize and exit at the application's
+ * mln_finalize, yet stay in MPI_COMM_WORLD: a later mln_init, whose set-up is collective over
+ * MPI_COMM_WORLD, would wait for them for ever.  This process-wide fact (like MPI's own
+ * "finalized") makes that mln_init fail at once instead, on every application rank.
+ */
+static int helpers_gone;
+
+/* Chunk and inline tags on the control comm: up to MPI_TAG_UB, or MLN_STRIPE_TAGS. */
+static mln_status_t tags_setup(mln_stripe_t *s)
+{
+    mln_status_t st = MLN_OK;
+    int *ub = NULL, flag = 0;
+
+    MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, out);
+    s->tag_ub = flag && ub ? *ub : 32767;
+    s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
+    if (s->cfg->stripe_tags > 0) { /* the test hook: a small space, reused soon */
+        const int64_t n = s->cfg->stripe_tags;
+        s->inline_tags = n / 8 > 0 ? (int)(n / 8) : 1;
+        if (MLN_TAG_INLINE + s->inline_tags + n - 1 > (int64_t)s->tag_ub || n < 8) {
+            MLN_ERROR("MLN_STRIPE_TAGS=%lld does not fit MPI_TAG_UB %d (or is below 8)",
+                      (long long)n, s->tag_ub);
+            return MLN_ERR_CONFIG;
+        }
+        s->tag_ub = MLN_TAG_INLINE + s->inline_tags + (int)n - 1;
+    }
+    s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
+out:
+    return st;
 }
 
 mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
 {
     mln_status_t st = MLN_OK;
     mln_stripe_t *s;
-    int *ub = NULL, flag = 0;
 
+    if (helpers_gone) {
+        MLN_ERROR("mln_init: the helper ranks of MLN_STRIPE_BACKEND=helper left at the first "
+                  "mln_finalize (they called MPI_Finalize): the library cannot start again in "
+                  "this job");
+        return MLN_ERR_STATE;
+    }
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return MLN_ERR_NOMEM;
@@ -316,18 +382,15 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
     s->wrank = ctx->world_rank;
     s->wsize = ctx->world_size;
     s->ctrl = s->app = MPI_COMM_NULL;
-    s->cts_req = MPI_REQUEST_NULL;
+    s->ctl_req = MPI_REQUEST_NULL;
     s->next_msg_id = 1;
     MLN_CHECK(check_agreement(s), st, err_free);
     MLN_CHECK(check_thread_level(s), st, err_free);
+    MLN_CHECK(mln_fault_parse(s->cfg->stripe_fault, s->cfg->stripe_lanes, &s->fault), st, err_free);
+    MLN_CHECK(tags_setup(s), st, err_free);
     MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
-    MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, err_free);
-    s->tag_ub = flag && ub ? *ub : 32767;
-    s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
-    s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
     s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));
-    s->peer_moved = calloc((size_t)s->wsize, sizeof(double));
-    if (s->tcp_failed == NULL || s->peer_moved == NULL) {
+    if (s->tcp_failed == NULL) {
         st = MLN_ERR_NOMEM;
         goto err_free;
     }
@@ -342,20 +405,25 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
             MLN_CHECK(s->lanes[k]->open(s), st, err_lanes);
     if (s->backend != MLN_STRIPE_HELPER) /* helper_open split it off */
         MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->app), st, err_lanes);
-    MLN_MPI_CHECK(MPI_Irecv(&s->cts_in, (int)sizeof(s->cts_in), MPI_BYTE, MPI_ANY_SOURCE,
-                            MLN_TAG_CTS, s->ctrl, &s->cts_req),
-                  st, err_lanes);
+    if (!mln_helper_is_helper(s)) /* helpers take no control messages (lane_helper.c) */
+        MLN_MPI_CHECK(MPI_Irecv(&s->ctl_in, (int)sizeof(s->ctl_in), MPI_BYTE, MPI_ANY_SOURCE,
+                                MLN_TAG_CTL, s->ctrl, &s->ctl_req),
+                      st, err_lanes);
     mln_the_stripe = s;
+    if (s->backend == MLN_STRIPE_HELPER)
+        helpers_gone = 1; /* from the first mln_finalize on (mln_stripe_fini) */
     if (s->cfg->stripe_progress == 1 && !mln_helper_is_helper(s))
         progress_thread_start(s);
-    MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tag_ub %d",
+    MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tags %d..%d",
               mln_stripe_backend_name(), mln_stripe_lanes(),
               (unsigned long long)s->cfg->stripe_threshold,
-              (unsigned long long)s->cfg->stripe_chunk, s->tag_ub);
+              (unsigned long long)s->cfg->stripe_chunk, s->data_tag_lo, s->tag_ub);
     *out = s;
     return MLN_OK;
 
 err_lanes:
+    if (s->app != MPI_COMM_NULL)
+        MPI_Comm_free(&s->app);
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s->lanes[k] && s->lanes[k]->close)
             s->lanes[k]->close(s);
@@ -366,6 +434,28 @@ err_free:
     return st;
 }
 
+/* A request still active at mln_finalize: MPI lets go of its memory where it can (receives are
+ * cancelled), and it stays for the user's wait, which returns MLN_ERR_NOT_INIT (or
+ * MLN_ERR_STATE under a later mln_init): never a use after free. */
+static void req_orphan_at_fini(mln_stripe_t *s, mln_req_t *r)
+{
+    for (int k = 0; k < MLN_LANE_KINDS; k++)
+        if (s->lanes[k] && s->lanes[k]->req_free)
+            s->lanes[k]->req_free(s, r);
+    if (r->mreq != MPI_REQUEST_NULL && !r->is_send) {
+        MPI_Cancel(&r->mreq);
+        MPI_Wait(&r->mreq, MPI_STATUS_IGNORE);
+    }
+    if (r->mreq != MPI_REQUEST_NULL) /* a send: MPI finishes it on its own */
+        MPI_Request_free(&r->mreq);
+    if (r->mreq2 != MPI_REQUEST_NULL)
+        MPI_Request_free(&r->mreq2);
+    r->tags_held = 0;
+    r->state = MLN_REQ_DONE;
+    r->owner = NULL;
+    mln_stripe_active_del(s, r);
+}
+
 void mln_stripe_fini(mln_stripe_t *s)
 {
     if (s == NULL)
@@ -373,24 +463,21 @@ void mln_stripe_fini(mln_stripe_t *s)
     progress_thread_stop(s);
     if (s->nactive > 0)
         MLN_WARN("mln_finalize: %d striped requests still active (never waited for)", s->nactive);
-    while (s->active) {
-        mln_req_t *r = s->active;
-        mln_stripe_active_del(s, r);
-        mln_stripe_req_free(s, r);
+    while (s->active)
+        req_orphan_at_fini(s, s->active);
+    while (s->zombies) { /* the header or payload of a freed request: small, sent eagerly */
+        mln_req_t *z = s->zombies;
+        s->zombies = z->next;
+        MPI_Wait(&z->mreq, MPI_STATUS_IGNORE);
+        MPI_Wait(&z->mreq2, MPI_STATUS_IGNORE);
+        free(z->pack);
+        free(z);
     }
-    while (s->zombies) {
-        mln_req_t *r = s->zombies;
-        s->zombies = r->next;
-        free(r->pack);
-        free(r);
-    }
+    mln_stripe_ctl_fini(s);
+    mln_stripe_inline_fini(s);
     for (int k = 0; k < MLN_LANE_KINDS; k++)
         if (s->lanes[k] && s->lanes[k]->close)
             s->lanes[k]->close(s);
-    if (s->cts_req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&s->cts_req);
-        MPI_Wait(&s->cts_req, MPI_STATUS_IGNORE);
-    }
     if (s->app != MPI_COMM_NULL)
         MPI_Comm_free(&s->app);
     if (s->ctrl != MPI_COMM_NULL)

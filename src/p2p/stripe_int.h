@@ -1,6 +1,7 @@
 /*
  * stripe_int.h - internals of striped point-to-point (src/p2p): the engine, the requests, the
- * wire formats and the lane ops tables.  docs/STRIPE.md explains the protocol.
+ * wire formats and the lane ops tables.  docs/STRIPE.md explains the protocol and the failure
+ * semantics that the code below keeps.
  */
 #ifndef MLN_STRIPE_INT_H
 #define MLN_STRIPE_INT_H
@@ -13,14 +14,17 @@
 /* ---- wire formats ---------------------------------------------------------------------- */
 
 #define MLN_STRIPE_MAGIC 0x4d4c4e53u /* "MLNS" */
-#define MLN_STRIPE_VERSION 1
+#define MLN_STRIPE_VERSION 2
 #define MLN_STRIPE_HDR_SIZE 64 /* a message of exactly this size on (comm, tag) is a header */
+#define MLN_STRIPE_CHUNK_MAX ((uint64_t)1 << 30) /* a chunk is one MPI message: an int count */
+#define MLN_COUNT_UNKNOWN UINT64_MAX
 
 enum {
     MLN_HDR_INLINE = 1 /* the user's message is HDR_SIZE bytes: it follows on the control comm */
 };
 
-/* How the payload of one message travels (chosen by the sender, told in the header). */
+/* How the payload of one message travels (proposed by the sender in the header, settled by
+ * the receiver's CTS). */
 typedef enum mln_lane_kind {
     MLN_LANE_TCP = 0,
     MLN_LANE_HELPER = 1,
@@ -37,22 +41,48 @@ typedef struct mln_stripe_hdr {
     uint32_t kind;     /* mln_lane_kind_t */
     uint64_t msg_id;   /* unique per sender */
     uint64_t total;    /* payload bytes */
-    uint64_t chunk;    /* chunk size (helper and mpi lanes: chunk i is [i*chunk, ...)) */
+    uint64_t chunk;    /* chunk size (chunk i is [i*chunk, ...)) */
     unsigned char pad[20];
     uint32_t crc; /* CRC-32 of the 60 bytes before it */
 } mln_stripe_hdr_t;
 
-/* Receiver -> sender on the control comm: "post the payload" (rendezvous). */
-typedef struct mln_stripe_cts {
+/*
+ * Control messages, both ways, on the control comm with one tag (MLN_TAG_CTL), so that MPI's
+ * non-overtaking rule orders them per pair of ranks (a CTS always arrives before an abort of
+ * the same message).  msg_id is always the sender's id of the message.
+ */
+typedef enum mln_ctl_type {
+    MLN_CTL_CTS = 1,    /* receiver -> sender: post the payload (kind, accept, tag_base) */
+    MLN_CTL_NAK = 2,    /* receiver -> sender: the receive failed before its CTS (status) */
+    MLN_CTL_RABORT = 3, /* receiver -> sender: the receive failed after its CTS (status) */
+    MLN_CTL_SABORT = 4, /* sender -> receiver: the send failed after the CTS (status, count) */
+    MLN_CTL_SACK = 5,   /* sender -> receiver: answer to RABORT (count) */
+    MLN_CTL_SWITCH = 6  /* sender -> receiver: tcp lanes are gone, set up mpi lanes instead */
+} mln_ctl_type_t;
+
+typedef struct mln_stripe_ctl {
+    uint32_t type;    /* mln_ctl_type_t */
+    uint32_t kind;    /* CTS: the lanes the receiver set up */
+    uint64_t msg_id;  /* the sender's id of the message */
+    uint64_t value;   /* CTS: bytes accepted; SABORT, SACK: what is still in flight (below) */
+    int32_t tag_base; /* CTS: chunk i travels with tag tag_base + i (mpi, helper) */
+    int32_t status;   /* NAK, RABORT, SABORT: why (mln_status_t) */
+} mln_stripe_ctl_t;
+/* SABORT/SACK value: mpi and helper lanes: chunks the sender posted (chunks [0, value) will
+ * arrive, none after); tcp lanes: END frames the receiver gets (one per lane that may still
+ * carry frames of it); MLN_COUNT_UNKNOWN: the sender no longer knows the message, so it sent
+ * everything. */
+
+/* Inline payload: a 64-byte user message, with its message id so that the receiver can check
+ * that it took the right one (MLN_TAG_INLINE + msg_id % inline_tags is not unique). */
+typedef struct mln_stripe_inline {
     uint64_t msg_id;
-    uint64_t accept;  /* bytes the receiver takes: min(total, its buffer) */
-    int32_t tag_base; /* helper and mpi lanes: chunk i travels with tag tag_base + i */
-    int32_t pad;
-} mln_stripe_cts_t;
+    unsigned char data[MLN_STRIPE_HDR_SIZE];
+} mln_stripe_inline_t;
 
 /* Control-comm tags; the rest of [0, tag_ub] is allocated by receivers to chunks. */
 enum {
-    MLN_TAG_CTS = 1,
+    MLN_TAG_CTL = 1,
     MLN_TAG_FWD_HDR = 2,  /* to a helper: mln_fwd_hdr_t */
     MLN_TAG_FWD_DATA = 3, /* to a helper: the chunk it forwards */
     MLN_TAG_INLINE = 16   /* [16, 16 + inline_tags): header-sized messages, by msg id */
@@ -63,15 +93,18 @@ enum {
 typedef enum mln_req_state {
     MLN_REQ_RAW,    /* a plain MPI message (mreq) */
     MLN_REQ_HDR,    /* receive: waiting for a message on (comm, tag) */
-    MLN_REQ_INLINE, /* header-sized payload on the control comm (mreq) */
+    MLN_REQ_INLINE, /* header-sized payload on the control comm */
     MLN_REQ_CTS,    /* send: header out, waiting for the receiver's CTS */
+    MLN_REQ_TAGS,   /* receive: header matched, waiting for a free range of chunk tags */
     MLN_REQ_DATA,   /* payload moving over the lanes */
+    MLN_REQ_ABORT,  /* failed (result set): waiting until nothing uses the user's buffer */
     MLN_REQ_DONE
 } mln_req_state_t;
 
 typedef struct mln_stripe mln_stripe_t;
 
 struct mln_stripe_request {
+    mln_stripe_t *owner; /* the engine it belongs to (NULL: that engine was finalized) */
     int is_send;
     mln_req_state_t state;
     mln_status_t result;
@@ -92,10 +125,10 @@ struct mln_stripe_request {
     unsigned char small[MLN_STRIPE_HDR_SIZE]; /* headers; inline payloads for tiny buffers */
     int use_small;
 
-    MPI_Request mreq;   /* raw message, header or inline payload */
-    MPI_Request ctsreq; /* receive: the CTS on its way back */
+    MPI_Request mreq;  /* raw message, header, or a receive's inline payload */
+    MPI_Request mreq2; /* send of an inline message: its payload */
     mln_stripe_hdr_t hdr;
-    mln_stripe_cts_t cts;
+    mln_stripe_inline_t inl; /* send: the inline payload as it travels */
 
     /* a striped message */
     int peer_world;
@@ -107,10 +140,18 @@ struct mln_stripe_request {
     uint64_t next_off;   /* send: first byte not yet given to a lane */
     uint64_t bytes_done; /* payload bytes written (send) or landed (receive) */
     int tag_base;
+    int tags_held; /* receive: [tag_base, tag_base + nchunks) is ours until retired */
     uint64_t nchunks;
     MPI_Request *chunk_reqs; /* mpi/helper receive: one per chunk */
-    uint64_t chunks_left;    /* mpi/helper: chunk requests not yet complete */
-    double last_progress;
+    uint64_t chunks_left;    /* mpi/helper receive: chunk requests not yet complete */
+    uint8_t *got;            /* tcp receive: one bit per chunk that landed */
+    int tcp_reset;           /* send: its lanes failed before any frame: switch at the CTS */
+
+    /* MLN_REQ_ABORT: what is still in flight (see mln_stripe_ctl_t's value) */
+    int abort_told;      /* the peer knows (NAK, RABORT or SABORT sent, or it told us) */
+    uint64_t peer_count; /* receive: SABORT/SACK value; MLN_COUNT_UNKNOWN until it came */
+    int peer_count_known;
+    uint64_t ends; /* tcp receive: END frames seen */
 
     /* the receive's status */
     int st_source;
@@ -125,9 +166,12 @@ typedef struct mln_stripe_request mln_req_t;
 
 /*
  * A lane backend.  The engine calls open once at mln_init (collectively), then for a striped
- * message: ready (may the payload to this peer use these lanes? opens them lazily), recv_post
- * (a receive became DATA), send_fill (hand chunks of DATA sends to lanes with room), progress
- * (move bytes; block up to timeout_us when nothing else is pending), and close at mln_finalize.
+ * message: ready (may the payload to this peer use these lanes?  starts opening them),
+ * recv_post (a receive became DATA), send_fill (hand chunks of DATA sends to lanes with room),
+ * progress (move bytes; block up to timeout_us when nothing else is pending), send_abort (a
+ * send failed: take no more chunks of it, and say what its receiver must still expect: the
+ * value of SABORT/SACK), quiet (1 once no lane operation uses the user's buffer of a request
+ * in MLN_REQ_ABORT), req_free (drop every reference to a request) and close at mln_finalize.
  */
 typedef struct mln_lane_ops {
     const char *name;
@@ -137,6 +181,8 @@ typedef struct mln_lane_ops {
     mln_status_t (*recv_post)(mln_stripe_t *s, mln_req_t *r);
     void (*send_fill)(mln_stripe_t *s, mln_req_t *r);
     int (*progress)(mln_stripe_t *s, int timeout_us); /* returns 1 when anything moved */
+    uint64_t (*send_abort)(mln_stripe_t *s, mln_req_t *r);
+    int (*quiet)(mln_stripe_t *s, mln_req_t *r);
     void (*req_free)(mln_stripe_t *s, mln_req_t *r);
     void (*close)(mln_stripe_t *s);
 } mln_lane_ops_t;
@@ -166,18 +212,59 @@ int mln_mpilane_route_load(const mln_stripe_t *s, int peer, int route);
 int mln_mpilane_progress(mln_stripe_t *s);
 /* 1 while chunk sends are in flight (progress must keep calling MPI_Test). */
 int mln_mpilane_busy(const mln_stripe_t *s);
+uint64_t mln_mpilane_send_abort(mln_stripe_t *s, mln_req_t *r);
+int mln_mpilane_quiet(mln_stripe_t *s, mln_req_t *r);
 void mln_mpilane_req_free(mln_stripe_t *s, mln_req_t *r);
 
+/* ---- fault injection (fault.c, MLN_STRIPE_FAULT: test hooks) ----------------------------- */
+
+typedef enum mln_fault_kind {
+    MLN_FAULT_NONE = 0,
+    MLN_FAULT_RESET,  /* reset:LANE:BYTES - tcp lane LANE resets after BYTES payload bytes */
+    MLN_FAULT_NAK,    /* nak:N - the N-th striped receive fails before its CTS */
+    MLN_FAULT_RABORT, /* rabort:N:BYTES - the N-th striped receive fails after BYTES landed */
+    MLN_FAULT_SABORT  /* sabort:N:BYTES - the N-th striped send fails after BYTES went out */
+} mln_fault_kind_t;
+
+typedef struct mln_fault {
+    mln_fault_kind_t kind;
+    uint64_t n;     /* lane (reset) or message ordinal (1 = the first) */
+    uint64_t bytes; /* bytes before it strikes */
+    uint64_t seen;  /* striped receives (nak, rabort) or sends (sabort) so far */
+    int armed;
+    const mln_req_t *target; /* rabort, sabort: the request it strikes */
+} mln_fault_t;
+
+mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out);
+/* A striped receive (header matched) or send (CTS arrived) begins: 1 when nak strikes it. */
+int mln_fault_begin(mln_fault_t *f, const mln_req_t *r);
+/* Bytes of r moved: 1 when rabort/sabort strikes now. */
+int mln_fault_strikes(mln_fault_t *f, const mln_req_t *r);
+
 /* ---- the engine -------------------------------------------------------------------------- */
+
+/* A control message on its way out (its memory must live until MPI is done with it). */
+typedef struct mln_ctl_out {
+    mln_stripe_ctl_t msg;
+    MPI_Request req;
+    struct mln_ctl_out *next;
+} mln_ctl_out_t;
+
+/* An inline payload that arrived before its header was matched. */
+typedef struct mln_inline_stash {
+    int src;
+    mln_stripe_inline_t payload;
+    struct mln_inline_stash *next;
+} mln_inline_stash_t;
 
 struct mln_stripe {
     mln_context_t *ctx;
     const mln_config_t *cfg;
     int backend; /* mln_stripe_backend_t */
     int wrank, wsize;
-    MPI_Comm ctrl; /* dup of MPI_COMM_WORLD: CTS, inline payloads, chunks, helpers */
+    MPI_Comm ctrl; /* dup of MPI_COMM_WORLD: control messages, inline payloads, chunks */
     MPI_Comm app;  /* mln_comm_world(): MPI_COMM_WORLD less the helpers */
-    int tag_ub;
+    int tag_ub;    /* largest tag the library uses on ctrl */
     int inline_tags;
     int data_tag_lo, data_tag_next;
 
@@ -190,19 +277,19 @@ struct mln_stripe {
     mln_req_t *active; /* requests not yet DONE, in posting order */
     mln_req_t *active_tail;
     int nactive;
-    mln_req_t *zombies; /* failed requests with MPI operations pending on their memory */
+    mln_req_t *zombies; /* freed requests whose own memory MPI still uses (header, payload) */
+    mln_ctl_out_t *ctl_out;
+    mln_inline_stash_t *stash;
 
-    MPI_Request cts_req; /* always posted: CTS from anybody */
-    mln_stripe_cts_t cts_in;
+    MPI_Request ctl_req; /* always posted (not on helpers): a control message from anybody */
+    mln_stripe_ctl_t ctl_in;
 
     const mln_lane_ops_t *lanes[MLN_LANE_KINDS];
     mln_tcp_state_t *tcp;
     mln_helper_state_t *helper;
     mln_mpilane_state_t *mpilane;
-    int *tcp_failed; /* world rank -> 1 when its tcp lanes failed (use mpi then) */
-    /* world rank -> when bytes of any striped message to or from it last moved: a message
-     * queued behind others to the same peer is waiting, not stuck (MLN_STRIPE_TIMEOUT) */
-    double *peer_moved;
+    int *tcp_failed; /* world rank -> 1 when our tcp lanes to it failed (use mpi then) */
+    mln_fault_t fault;
 
     /* MLN_STRIPE_PROGRESS=thread: a thread progresses too; the lock guards the engine. */
     int thread_on;
@@ -225,19 +312,55 @@ void mln_stripe_fini(mln_stripe_t *s);
 /* sitemap.c: fills host_of, site_of, nhosts (collective). */
 mln_status_t mln_sitemap_build(mln_stripe_t *s);
 
+/* stripe_buf.c: the bytes of a request (in place or packed) and their way back. */
+mln_status_t mln_stripe_req_buffer(mln_req_t *r, const void *buf, int is_send);
+/* Unpacks what a packed receive got (st_bytes) into the user's buffer, as MPI_Recv would. */
+mln_status_t mln_stripe_req_unpack(const mln_req_t *r);
+
 /* stripe.c: requests, protocol, progress (for stripe_api.c). */
 mln_status_t mln_stripe_req_new(mln_stripe_t *s, const void *buf, int64_t count, MPI_Datatype dt,
                                 int peer, int tag, MPI_Comm comm, int is_send, mln_req_t **out);
 void mln_stripe_req_free(mln_stripe_t *s, mln_req_t *r);
+void mln_stripe_active_add(mln_stripe_t *s, mln_req_t *r);
 void mln_stripe_active_del(mln_stripe_t *s, mln_req_t *r);
 mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r);
 mln_status_t mln_stripe_recv_start(mln_stripe_t *s, mln_req_t *r);
 /* One pass over everything; sleeps up to wait_us when only tcp lanes have work.  1 = moved. */
 int mln_stripe_progress(mln_stripe_t *s, int wait_us);
 void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n);
+void mln_stripe_req_finish(mln_stripe_t *s, mln_req_t *r, mln_status_t st);
+/* Zombies: MPI operations on a freed request's own memory; drained each pass, waited at
+ * finalize. */
+int mln_stripe_zombies_progress(mln_stripe_t *s);
+
+/* stripe_ctl.c: control messages, chunk tags, failures. */
+mln_status_t mln_stripe_ctl_send(mln_stripe_t *s, int to, mln_ctl_type_t type, uint64_t msg_id,
+                                 mln_lane_kind_t kind, uint64_t value, int tag_base,
+                                 mln_status_t why);
+int mln_stripe_ctl_progress(mln_stripe_t *s);
+void mln_stripe_ctl_fini(mln_stripe_t *s);
+/* A matched header of a striped message (state TAGS) gets its lanes, then sends its CTS. */
+void mln_stripe_recv_setup(mln_stripe_t *s, mln_req_t *r);
+/* Receives waiting for chunk tags: retried in posting order.  1 = one moved on. */
+int mln_stripe_tags_progress(mln_stripe_t *s);
+void mln_stripe_tags_release(mln_stripe_t *s, mln_req_t *r);
+/* Our tcp lanes to peer_world are gone (st: why): sends that put no byte on them move to the
+ * mpi lanes (SWITCH, at once or at their CTS); the others fail with st. */
+void mln_stripe_tcp_lost(mln_stripe_t *s, int peer_world, mln_status_t st);
+/* Requests in MLN_REQ_ABORT become DONE once quiet.  1 = one did. */
+int mln_stripe_abort_progress(mln_stripe_t *s);
+
+/* stripe_inline.c: header-sized messages. */
+mln_status_t mln_stripe_inline_send(mln_stripe_t *s, mln_req_t *r, int dest_world);
+void mln_stripe_inline_expect(mln_stripe_t *s, mln_req_t *r);
+int mln_stripe_inline_progress(mln_stripe_t *s);
+void mln_stripe_inline_fini(mln_stripe_t *s);
 
 /* For the lanes. */
 mln_req_t *mln_stripe_find_recv(mln_stripe_t *s, int src_world, uint64_t msg_id);
+mln_req_t *mln_stripe_find_send(mln_stripe_t *s, int dest_world, uint64_t msg_id);
+/* A striped message fails (st): the request stops moving new data, tells its peer, and is
+ * DONE once nothing uses its user buffer any more (MLN_REQ_ABORT). */
 void mln_stripe_req_fail(mln_stripe_t *s, mln_req_t *r, mln_status_t st);
 void mln_stripe_req_progress(mln_stripe_t *s, mln_req_t *r, uint64_t bytes);
 double mln_stripe_now(void);
@@ -247,5 +370,11 @@ uint64_t mln_stripe_chunk_len(const mln_req_t *r, uint64_t index);
 /* lane_helper.c: the helper ranks' forwarding loop (returns at shutdown). */
 mln_status_t mln_helper_serve(mln_stripe_t *s);
 int mln_helper_is_helper(const mln_stripe_t *s);
+
+/* lane_tcp.c, for tests (tests/c): the listening port, and lanes opened by hand. */
+int mln_tcp_listen_port(const mln_stripe_t *s);
+int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world);
+/* 1 once our tcp lanes to peer are open and none failed; 0 while they are not. */
+int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
 
 #endif /* MLN_STRIPE_INT_H */

@@ -1,0 +1,134 @@
+/*
+ * lane_tcp_int.h - what the two halves of the tcp lanes share: lane_tcp.c (frames, scheduling,
+ * progress) and tcp_conn.c (the listener, connecting without blocking, hellos, failures and
+ * the kernel's evidence about a peer).
+ */
+#ifndef MLN_LANE_TCP_INT_H
+#define MLN_LANE_TCP_INT_H
+
+#include "stripe_int.h"
+
+#include <poll.h>
+
+#define TCP_FRAME_MAGIC 0x4d4c4e46u /* "MLNF": a chunk follows */
+#define TCP_END_MAGIC 0x4d4c4e45u   /* "MLNE": no more frames of this message on this lane */
+#define TCP_HELLO_MAGIC 0x4d4c4e49u /* "MLNI" (hello v2: names its destination) */
+#define TCP_MAX_ADDRS 4
+#define TCP_CONNECT_TIMEOUT_S 10.0
+#define TCP_HELLO_TIMEOUT_S 5.0    /* an accepted connection must say hello within this */
+#define TCP_MAX_PENDING 64         /* accepted connections waiting for their hello */
+#define TCP_HOUSEKEEPING_S 0.1     /* idle: listener and hello deadlines looked at this often */
+#define TCP_EVIDENCE_PERIOD_S 1.0  /* busy: each peer's TCP_INFO looked at this often */
+#define TCP_READ_BUDGET (8u << 20) /* bytes read from one socket per pass */
+
+typedef struct tcp_frame {
+    uint32_t magic;
+    uint32_t len;
+    uint64_t msg_id;
+    uint64_t offset;
+} tcp_frame_t;
+
+typedef struct tcp_hello {
+    uint32_t magic;
+    uint32_t lane;
+    uint32_t nlanes; /* lanes the sender opens to this destination */
+    int32_t src;     /* the sender's world rank */
+    int32_t dst;     /* the world rank it means to reach */
+    uint32_t pad;
+    uint64_t nonce; /* this job and this mln_init (random, set at mln_init) */
+} tcp_hello_t;
+
+/* What every rank publishes at mln_init. */
+typedef struct tcp_card {
+    uint16_t port;
+    uint16_t naddrs;
+    uint32_t addrs[TCP_MAX_ADDRS]; /* IPv4, network order */
+} tcp_card_t;
+
+typedef struct tcp_chunk {
+    mln_req_t *req; /* NULL for an END frame */
+    uint64_t off;
+    uint64_t sent; /* frame + payload bytes written */
+    tcp_frame_t frame;
+    struct tcp_chunk *next;
+} tcp_chunk_t;
+
+typedef struct tcp_out {
+    int fd;
+    int lane;
+    int connected; /* 0 while its non-blocking connect is in progress */
+    tcp_chunk_t *head, *tail;
+    int nqueued;
+    uint64_t queued_bytes;
+    uint64_t written; /* payload bytes, for MLN_STRIPE_FAULT */
+} tcp_out_t;
+
+typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state_t;
+
+typedef struct tcp_peer {
+    tcp_peer_state_t state;
+    tcp_out_t *out; /* our lanes to this peer (NULL until the first striped message) */
+    int nout;
+    uint32_t tries[TCP_MAX_ADDRS + 1]; /* addresses to try, in order */
+    int ntries, attempt;
+    double deadline; /* of the attempt in progress */
+    double checked;  /* last look at its TCP_INFO */
+} tcp_peer_t;
+
+enum { IN_HELLO, IN_FRAME, IN_PAYLOAD, IN_DISCARD };
+
+typedef struct tcp_in {
+    int fd;
+    int src;
+    int lane;
+    int state;
+    int used; /* a frame came on it: its end is news about the messages of src */
+    double deadline;
+    unsigned char hb[sizeof(tcp_hello_t)];
+    size_t hgot;
+    mln_req_t *req;
+    char *dst;
+    uint64_t left;
+} tcp_in_t;
+
+struct mln_tcp_state {
+    int lfd;
+    uint64_t nonce;
+    tcp_card_t *cards; /* by world rank */
+    tcp_peer_t *peers; /* by world rank: our lanes to them */
+    int *in_broken;    /* by world rank: their lanes to us failed (mpi lanes for good) */
+    tcp_in_t **ins;
+    int nin, cap_in;
+    struct pollfd *pfds;
+    int cap_pfds;
+    double housekept;     /* last idle look at the listener */
+    double accept_paused; /* out of descriptors: the listener rests until then */
+    int fault_lane;       /* MLN_STRIPE_FAULT=reset */
+    uint64_t fault_bytes;
+    int fault_armed;
+};
+
+/* tcp_conn.c */
+mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd);
+/* Starts opening the lanes to peer (without blocking); 0 once they failed for good. */
+int mln_tcp_ready(mln_stripe_t *s, int peer);
+/* Moves the connects in progress on; returns 1 when one did. */
+int mln_tcp_connect_progress(mln_stripe_t *s, const struct pollfd *pfds, int n);
+/* Our lanes to peer are gone (st: why): closed, and the engine told (mln_stripe_tcp_lost). */
+void mln_tcp_out_lost(mln_stripe_t *s, int peer, mln_status_t st);
+/* Their lanes from src are gone (st: why). */
+void mln_tcp_in_lost(mln_stripe_t *s, int src, mln_status_t st);
+void mln_tcp_in_drop(mln_tcp_state_t *t, int i);
+void mln_tcp_accept(mln_stripe_t *s);
+/* Hello deadlines and the cap on connections that have not said hello. */
+void mln_tcp_pending_expire(mln_stripe_t *s, double now);
+/* The kernel's word on our lanes with data in flight: a peer whose host has acknowledged
+ * nothing for MLN_STRIPE_TIMEOUT while the kernel retransmits is gone (MLN_ERR_TIMEOUT). */
+void mln_tcp_evidence(mln_stripe_t *s, double now);
+/* An in-lane's hello arrived (in->hb): 1 when it is a lane of this job meant for us. */
+int mln_tcp_hello_check(mln_stripe_t *s, tcp_in_t *in);
+mln_status_t mln_tcp_open(mln_stripe_t *s);
+void mln_tcp_close(mln_stripe_t *s);
+void mln_tcp_out_lanes_close(tcp_peer_t *p);
+
+#endif /* MLN_LANE_TCP_INT_H */
