@@ -179,7 +179,7 @@ out:
 static int fwd_valid(const mln_stripe_t *s, const mln_fwd_hdr_t *f)
 {
     return f->dest >= 0 && f->dest < s->wsize && f->dest != s->wrank && f->tag >= s->data_tag_lo &&
-           f->tag <= s->tag_ub && f->len > 0 && f->len <= MLN_STRIPE_CHUNK_MAX;
+           f->tag <= s->data_tag_hi && f->len > 0 && f->len <= MLN_STRIPE_CHUNK_MAX;
 }
 
 /* A header from src matched: its chunk goes into slot sl (received now, sent on later). */

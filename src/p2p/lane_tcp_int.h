@@ -103,6 +103,7 @@ struct mln_tcp_state {
     int cap_pfds;
     double housekept;     /* last idle look at the listener */
     double accept_paused; /* out of descriptors: the listener rests until then */
+    int warned;           /* connections without a hello were closed (said once) */
     int fault_lane;       /* MLN_STRIPE_FAULT=reset */
     uint64_t fault_bytes;
     int fault_armed;

@@ -3,6 +3,8 @@
  *
  * Only peers on another site are striped.  By default every host is its own site, so any
  * two hosts are "remote" (on a cluster behind one switch, set MLN_SITE_MAP to group them).
+ * MLN_NODE_SIZE = N (a test hook, as for the broadcast) cuts each host into emulated hosts of
+ * N consecutive ranks, named "host#0", "host#1", ...
  * MLN_SITE_MAP = "pattern=site,pattern=site,...": the first shell pattern (fnmatch) that
  * matches a host name gives its site; hosts that match none are their own site.
  */
@@ -85,8 +87,19 @@ mln_status_t mln_sitemap_build(mln_stripe_t *s)
     MLN_MPI_CHECK(MPI_Get_processor_name(me, &len), st, out);
     MLN_MPI_CHECK(MPI_Allgather(me, NAME_LEN, MPI_CHAR, all, NAME_LEN, MPI_CHAR, MPI_COMM_WORLD),
                   st, out);
-    for (int r = 0; r < s->wsize; r++) {
+    for (int r = 0; r < s->wsize; r++)
         all[r][NAME_LEN - 1] = '\0';
+    if (s->cfg->node_size > 0) /* from the last rank down: all[] is only read above r */
+        for (int r = s->wsize - 1; r >= 0; r--) {
+            char emu[NAME_LEN];
+            int before = 0;
+            for (int q = 0; q < r; q++)
+                before += strcmp(all[q], all[r]) == 0;
+            snprintf(emu, sizeof(emu), "%.*s#%lld", NAME_LEN - 24, all[r],
+                     (long long)(before / s->cfg->node_size));
+            snprintf(all[r], NAME_LEN, "%s", emu);
+        }
+    for (int r = 0; r < s->wsize; r++) {
         s->host_of[r] = intern(hosts, &s->nhosts, all[r]);
         if (map_lookup(s->cfg->site_map, all[r], site, sizeof(site)) == NULL)
             snprintf(site, sizeof(site), "host:%s", all[r]);

@@ -135,6 +135,10 @@ void mln_stripe_req_progress(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
     r->bytes_done += bytes;
     if (r->state != MLN_REQ_DATA)
         return; /* an aborted request counts what still lands; stripe_ctl.c decides */
+    if (mln_fault_strikes(&s->fault, r)) { /* before it could complete */
+        mln_stripe_req_fail(s, r, MLN_ERR_SYS);
+        return;
+    }
     if (r->is_send ? r->bytes_done >= r->accept && r->next_off >= r->accept
                    : r->bytes_done >= r->accept)
         mln_stripe_req_finish(s, r,
@@ -322,7 +326,7 @@ static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
 static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
 {
     uint64_t chunk = total / ((uint64_t)lanes * 4u);
-    const uint64_t max_chunks = (uint64_t)(s->tag_ub - s->data_tag_lo + 1) / 4u;
+    const uint64_t max_chunks = (uint64_t)(s->data_tag_hi - s->data_tag_lo + 1) / 4u;
 
     if (chunk > s->cfg->stripe_chunk)
         chunk = s->cfg->stripe_chunk;

@@ -347,6 +347,7 @@ static mln_status_t tags_setup(mln_stripe_t *s)
     MLN_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag), st, out);
     s->tag_ub = flag && ub ? *ub : 32767;
     s->inline_tags = s->tag_ub >= (1 << 20) ? (1 << 16) : 1024;
+    s->data_tag_hi = s->tag_ub;
     if (s->cfg->stripe_tags > 0) { /* the test hook: a small space, reused soon */
         const int64_t n = s->cfg->stripe_tags;
         s->inline_tags = n / 8 > 0 ? (int)(n / 8) : 1;
@@ -355,7 +356,7 @@ static mln_status_t tags_setup(mln_stripe_t *s)
                       (long long)n, s->tag_ub);
             return MLN_ERR_CONFIG;
         }
-        s->tag_ub = MLN_TAG_INLINE + s->inline_tags + (int)n - 1;
+        s->data_tag_hi = MLN_TAG_INLINE + s->inline_tags + (int)n - 1;
     }
     s->data_tag_lo = s->data_tag_next = MLN_TAG_INLINE + s->inline_tags;
 out:
@@ -417,7 +418,7 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
     MLN_DEBUG("striping: backend %s, %d lanes, threshold %llu, chunk %llu, tags %d..%d",
               mln_stripe_backend_name(), mln_stripe_lanes(),
               (unsigned long long)s->cfg->stripe_threshold,
-              (unsigned long long)s->cfg->stripe_chunk, s->data_tag_lo, s->tag_ub);
+              (unsigned long long)s->cfg->stripe_chunk, s->data_tag_lo, s->data_tag_hi);
     *out = s;
     return MLN_OK;
 

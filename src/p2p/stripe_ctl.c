@@ -94,7 +94,7 @@ static int tags_alloc(mln_stripe_t *s, uint64_t n)
     /* two sweeps: from the cursor to the top, then from the bottom to the cursor */
     for (int sweep = 0; sweep < 2 && base < 0; sweep++) {
         int64_t at = sweep == 0 ? s->data_tag_next : s->data_tag_lo;
-        const int64_t end = sweep == 0 ? (int64_t)s->tag_ub + 1 : s->data_tag_next;
+        const int64_t end = sweep == 0 ? (int64_t)s->data_tag_hi + 1 : s->data_tag_next;
         for (int i = 0; i <= nused && base < 0; i++) {
             const int64_t gap_end = i < nused ? used[i].lo : end;
             if (i < nused && used[i].lo + used[i].n <= at)
@@ -107,7 +107,7 @@ static int tags_alloc(mln_stripe_t *s, uint64_t n)
     }
     free(used);
     if (base >= 0)
-        s->data_tag_next = base + (int)n > s->tag_ub ? s->data_tag_lo : base + (int)n;
+        s->data_tag_next = base + (int)n > s->data_tag_hi ? s->data_tag_lo : base + (int)n;
     return base;
 }
 

@@ -80,7 +80,7 @@ typedef struct mln_stripe_inline {
     unsigned char data[MLN_STRIPE_HDR_SIZE];
 } mln_stripe_inline_t;
 
-/* Control-comm tags; the rest of [0, tag_ub] is allocated by receivers to chunks. */
+/* Control-comm tags; [data_tag_lo, data_tag_hi] is allocated by receivers to chunks. */
 enum {
     MLN_TAG_CTL = 1,
     MLN_TAG_FWD_HDR = 2,  /* to a helper: mln_fwd_hdr_t */
@@ -264,9 +264,9 @@ struct mln_stripe {
     int wrank, wsize;
     MPI_Comm ctrl; /* dup of MPI_COMM_WORLD: control messages, inline payloads, chunks */
     MPI_Comm app;  /* mln_comm_world(): MPI_COMM_WORLD less the helpers */
-    int tag_ub;    /* largest tag the library uses on ctrl */
+    int tag_ub;    /* MPI_TAG_UB: the largest tag of the user's messages */
     int inline_tags;
-    int data_tag_lo, data_tag_next;
+    int data_tag_lo, data_tag_hi, data_tag_next; /* chunk tags on ctrl */
 
     /* where everybody is (sitemap.c) */
     int *host_of; /* world rank -> host id (same processor name) */

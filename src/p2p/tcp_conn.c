@@ -503,8 +503,10 @@ void mln_tcp_pending_expire(mln_stripe_t *s, double now)
             oldest = i;
     }
     if (pending > TCP_MAX_PENDING) {
-        MLN_WARN("tcp: more than %d connections without a hello: the oldest is closed",
-                 TCP_MAX_PENDING);
+        if (!t->warned) /* once: a flood must not flood the log too */
+            MLN_WARN("tcp: more than %d connections without a hello: the oldest are closed",
+                     TCP_MAX_PENDING);
+        t->warned = 1;
         mln_tcp_in_drop(t, oldest);
     }
 }
