@@ -606,21 +606,20 @@ typedef struct subtest {
 } subtest_t;
 
 /* In running order: fault first (what follows then runs on the fallback), big last. */
-static const subtest_t subtests[] = {{"fault", t_fault, 0, 1},
-                                     {"sizes", t_sizes, 1, 1},
-                                     {"order", t_order, 1, 1},
-                                     {"anysrc", t_anysrc, 1, 1},
-                                     {"exchange", t_exchange, 1, 1},
-                                     {"many", t_many, 1, 1},
-                                     {"blocking", t_blocking, 1, 1},
-                                     {"test", t_test, 1, 1},
-                                     {"types", t_types, 1, 1},
-                                     {"truncate", t_truncate, 1, 1},
-                                     {"args", t_args, 1, 1},
-                                     {"truncate_plain", t_truncate_plain, 1, 1},
-                                     {"progress", t_progress, 1, 1},
-                                     {"big", t_big, 0, 4},
-                                     {NULL, NULL, 0, 0}};
+static const subtest_t subtests[] = {
+    {"fault", t_fault, 0, 1},       {"sizes", t_sizes, 1, 1},
+    {"order", t_order, 1, 1},       {"anysrc", t_anysrc, 1, 1},
+    {"exchange", t_exchange, 1, 1}, {"many", t_many, 1, 1},
+    {"blocking", t_blocking, 1, 1}, {"test", t_test, 1, 1},
+    {"types", t_types, 1, 1},       {"truncate", t_truncate, 1, 1},
+    {"args", t_args, 1, 1},         {"truncate_plain", t_truncate_plain, 1, 1},
+    {"progress", t_progress, 1, 1}, {"upto", t_upto, 1, 1},
+    {"tags", t_tags, 1, 1},         {"inline", t_inline, 0, 1},
+    {"gap", t_gap, 0, 1},           {"rabort", t_rabort, 0, 1},
+    {"sabort", t_sabort, 0, 1},     {"nak", t_nak, 0, 1},
+    {"listener", t_listener, 0, 1}, {"outeof", t_outeof, 0, 1},
+    {"eintr", t_eintr, 0, 1},       {"bigplain", t_bigplain, 0, 4},
+    {"big", t_big, 0, 4},           {NULL, NULL, 0, 0}};
 
 /* 1 when sub-test s is in the comma-separated list (or in "all"). */
 static int selected(const char *list, const subtest_t *s)
@@ -641,7 +640,8 @@ static int usage(const char *why, int verbose)
             "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N] "
             "[--helpers K] [--local 0|1] [--threshold SIZE] [--progress call|thread] [--fault "
             "reset:LANE:BYTES] "
-            "[--stripe-timeout S] [--watchdog S] [--test all|NAME,...]\nsub-tests:",
+            "[--stripe-timeout S] [--tags N] [--fault-rank R] [--watchdog S] "
+            "[--test all|NAME,...]\nsub-tests:",
             why);
     for (const subtest_t *s = subtests; s->name; s++)
         fprintf(stderr, " %s%s", s->name, s->in_all ? "" : "(not in all)");
@@ -660,7 +660,9 @@ static int parse_options(int argc, char **argv, int verbose, options_t *o)
                      .helpers = 1,
                      .local = 1,
                      .stripe_timeout = 10,
-                     .watchdog = 120};
+                     .watchdog = 120,
+                     .tags = 0,
+                     .fault_rank = 0};
     for (int i = 1; i < argc; i++) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int *num = NULL;
@@ -670,8 +672,13 @@ static int parse_options(int argc, char **argv, int verbose, options_t *o)
             o->backend = val;
         else if (!strcmp(argv[i], "--test"))
             o->tests = val;
-        else if (!strcmp(argv[i], "--fault"))
+        else if (!strcmp(argv[i], "--fault")) {
             o->fault = val;
+            o->fault_set = 1;
+        } else if (!strcmp(argv[i], "--tags"))
+            num = &o->tags;
+        else if (!strcmp(argv[i], "--fault-rank"))
+            num = &o->fault_rank;
         else if (!strcmp(argv[i], "--threshold"))
             o->threshold = val;
         else if (!strcmp(argv[i], "--progress") && (!strcmp(val, "call") || !strcmp(val, "thread")))
@@ -716,8 +723,11 @@ static int set_tunables(const options_t *o, int world_rank)
     snprintf(num, sizeof(num), "%d", o->stripe_timeout);
     rc |= setenv("MLN_STRIPE_TIMEOUT", num, 1);
     rc |= setenv("MLN_STRIPE_PROGRESS", o->progress, 1);
-    /* the fault hook on the sender (world rank 0 is application rank 0) only */
-    if (selected(o->tests, &subtests[0]) && world_rank == 0)
+    snprintf(num, sizeof(num), "%d", o->tags);
+    rc |= setenv("MLN_STRIPE_TAGS", num, 1);
+    /* the fault hook on one rank only: by default the sender of the fault sub-test (world rank
+     * 0 is application rank 0) */
+    if ((o->fault_set || selected(o->tests, &subtests[0])) && world_rank == o->fault_rank)
         rc |= setenv("MLN_STRIPE_FAULT", o->fault, 1);
     return rc;
 }

@@ -21,6 +21,9 @@ typedef struct options {
     const char *threshold;
     const char *progress; /* MLN_STRIPE_PROGRESS: call or thread */
     int lanes, helpers, local, stripe_timeout, watchdog;
+    int tags;       /* MLN_STRIPE_TAGS (0: all of MPI_TAG_UB) */
+    int fault_rank; /* the world rank that gets MLN_STRIPE_FAULT */
+    int fault_set;  /* --fault was given */
 } options_t;
 
 typedef struct tctx {
@@ -78,5 +81,18 @@ int finalize_checked(tctx_t *t);
 void t_args(tctx_t *t);
 void t_big(tctx_t *t);
 void t_fault(tctx_t *t);
+
+/* The regression sub-tests of the code reading's findings (mpi_stripe_fixes.c). */
+void t_bigplain(tctx_t *t);
+void t_upto(tctx_t *t);
+void t_gap(tctx_t *t);
+void t_tags(tctx_t *t);
+void t_rabort(tctx_t *t);
+void t_sabort(tctx_t *t);
+void t_nak(tctx_t *t);
+void t_inline(tctx_t *t);
+void t_listener(tctx_t *t);
+void t_outeof(tctx_t *t);
+void t_eintr(tctx_t *t);
 
 #endif /* MLN_STRIPE_CHECK_H */
