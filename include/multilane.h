@@ -52,14 +52,17 @@ MPI_Comm mln_comm_world(void);
  * Both sides of a message must use these calls (a striped message is not an MPI message).
  * Datatypes: contiguous types are sent in place; other types are packed into a library buffer
  * (one copy, count x size up to 2^31 - 1 bytes; larger non-contiguous messages get
- * MLN_ERR_UNSUPPORTED).  Intercommunicators get MLN_ERR_UNSUPPORTED.
+ * MLN_ERR_UNSUPPORTED).  Intercommunicators and peers outside MPI_COMM_WORLD get
+ * MLN_ERR_UNSUPPORTED.  A receive writes only what arrived, as MPI_Recv does.
  *
  * Requests progress inside mln_stripe_wait/test/waitall (and any other mln_stripe call).
- * A lane that fails (peer closed, reset, nothing moved with that peer for MLN_STRIPE_TIMEOUT
- * seconds) completes the requests that used it with MLN_ERR_PEER or MLN_ERR_TIMEOUT; later
- * messages to that peer use the mpi lane.  A receive whose buffer is too small gets
- * MLN_ERR_TRUNCATE (its buffer holds the first bytes).  The MPI_Status of a receive carries the
- * source, the tag and the count.
+ * A lane that fails (the peer closed or reset it, or its host left it unanswered for
+ * MLN_STRIPE_TIMEOUT seconds; a peer that only computes is no failure) completes the requests
+ * with bytes on it with MLN_ERR_PEER or MLN_ERR_TIMEOUT; the others, and later messages to that
+ * peer, use the mpi lane.  After any error status nothing uses the request's buffer any more,
+ * and other messages with the same peer are not disturbed (docs/STRIPE.md "Failures").  A
+ * receive whose buffer is too small gets MLN_ERR_TRUNCATE (its buffer holds the first bytes).
+ * The MPI_Status of a receive carries the source, the tag and the count.
  */
 typedef enum mln_stripe_backend {
     MLN_STRIPE_TCP = 0, /* the library's own TCP sockets, MLN_STRIPE_LANES per peer */
