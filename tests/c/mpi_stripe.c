@@ -605,21 +605,36 @@ typedef struct subtest {
     int watchdog_factor;
 } subtest_t;
 
-/* In running order: fault first (what follows then runs on the fallback), big last. */
+/* In running order: fault first (what follows then runs on the fallback), eintr before any
+ * other striped traffic (it is about opening lanes), big last. */
 static const subtest_t subtests[] = {
-    {"fault", t_fault, 0, 1},       {"sizes", t_sizes, 1, 1},
-    {"order", t_order, 1, 1},       {"anysrc", t_anysrc, 1, 1},
-    {"exchange", t_exchange, 1, 1}, {"many", t_many, 1, 1},
-    {"blocking", t_blocking, 1, 1}, {"test", t_test, 1, 1},
-    {"types", t_types, 1, 1},       {"truncate", t_truncate, 1, 1},
-    {"args", t_args, 1, 1},         {"truncate_plain", t_truncate_plain, 1, 1},
-    {"progress", t_progress, 1, 1}, {"upto", t_upto, 1, 1},
-    {"tags", t_tags, 1, 1},         {"inline", t_inline, 0, 1},
-    {"gap", t_gap, 0, 1},           {"rabort", t_rabort, 0, 1},
-    {"sabort", t_sabort, 0, 1},     {"nak", t_nak, 0, 1},
-    {"listener", t_listener, 0, 1}, {"outeof", t_outeof, 0, 1},
-    {"eintr", t_eintr, 0, 1},       {"bigplain", t_bigplain, 0, 4},
-    {"big", t_big, 0, 4},           {NULL, NULL, 0, 0}};
+    {"fault", t_fault, 0, 1},
+    {"eintr", t_eintr, 0, 1},
+    {"sizes", t_sizes, 1, 1},
+    {"order", t_order, 1, 1},
+    {"anysrc", t_anysrc, 1, 1},
+    {"exchange", t_exchange, 1, 1},
+    {"many", t_many, 1, 1},
+    {"blocking", t_blocking, 1, 1},
+    {"test", t_test, 1, 1},
+    {"types", t_types, 1, 1},
+    {"truncate", t_truncate, 1, 1},
+    {"args", t_args, 1, 1},
+    {"truncate_plain", t_truncate_plain, 1, 1},
+    {"progress", t_progress, 1, 1},
+    {"upto", t_upto, 1, 1},
+    {"tags", t_tags, 1, 1},
+    {"inline", t_inline, 0, 1},
+    {"gap", t_gap, 0, 1},
+    {"rabort", t_rabort, 0, 1},
+    {"sabort", t_sabort, 0, 1},
+    {"nak", t_nak, 0, 1},
+    {"listener", t_listener, 0, 1},
+    {"outeof", t_outeof, 0, 1},
+    {"bigplain", t_bigplain, 0, 4},
+    {"big", t_big, 0, 4},
+    {NULL, NULL, 0, 0},
+};
 
 /* 1 when sub-test s is in the comma-separated list (or in "all"). */
 static int selected(const char *list, const subtest_t *s)

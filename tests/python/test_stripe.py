@@ -43,12 +43,15 @@ ALL_SUBTESTS = (
     "args",
     "truncate_plain",
     "progress",
+    "upto",
+    "tags",
 )
 # backend -> (ranks per host, mpi_stripe arguments): helper takes the last rank of each host.
 BACKENDS = {
     "tcp": (1, ("--backend", "tcp", "--lanes", "4")),
     "helper": (2, ("--backend", "helper", "--helpers", "1")),
 }
+PPN = {"tcp": 1, "mpi": 1, "helper": 2}
 # At least this much striped payload crosses the link in a run of "all" (it moves ~130 MB).
 ALL_PAYLOAD_MIN = 64 * 2**20
 RUN_TIMEOUT_S = 300
@@ -121,3 +124,61 @@ def test_bench_stripe_across_sites(
     crossed = prov["testbed"]
     if "wan_tx_bytes" in crossed:
         assert crossed["wan_tx_bytes"] >= crossed["payload_bytes_min"] > 0
+
+
+# The regressions of the striping engine's findings (tests/c/mpi_stripe_fixes.c) between the
+# two sites, per backend: (sub-tests, mpi_stripe arguments).  MLN_STRIPE_FAULT goes to a world
+# rank: with helpers (2 ranks per host) application rank 1 is world rank 2.
+FIXES_ARGS = ("--tags", "32", "--stripe-timeout", "1")
+FIXES_TESTS = ("upto", "tags", "inline", "gap")
+
+
+def _fixes_cases() -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    cases = []
+    for backend in ("tcp", "mpi", "helper"):
+        receiver = "2" if backend == "helper" else "1"
+        cases.append((backend, FIXES_TESTS, FIXES_ARGS))
+        cases.append(
+            (
+                backend,
+                ("rabort",),
+                ("--tags", "32", "--fault", "rabort:1:65536", "--fault-rank", receiver),
+            )
+        )
+        cases.append(
+            (
+                backend,
+                ("sabort",),
+                ("--tags", "32", "--fault", "sabort:1:65536", "--fault-rank", "0"),
+            )
+        )
+    cases.append(("tcp", ("eintr", "listener"), ()))
+    return cases
+
+
+@pytest.mark.parametrize(("backend", "tests", "args"), _fixes_cases())
+@pytest.mark.parametrize("mpi", MPIS)
+def test_fixes_across_sites(
+    bed: tuple[dict[str, str], Path],
+    mpi: str,
+    backend: str,
+    tests: tuple[str, ...],
+    args: tuple[str, ...],
+):
+    """The regression sub-tests of the striping engine's findings between two sites: receive
+    up to N against MPI_Recv, 12 messages in flight on 32 chunk tags, 64-byte payloads matched
+    out of order, each side asleep past MLN_STRIPE_TIMEOUT, a message failed on purpose (nothing
+    written after the error, later ones whole), signals while lanes connect, connections that
+    never say hello."""
+    run_args = ["--backend", backend, *args, "--test", ",".join(tests)]
+    status, out, _ = _mpi_stripe(bed, mpi, PPN[backend], run_args)
+    check_ok(status, out, tests)
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_helper_config_across_sites(bed: tuple[dict[str, str], Path], mpi: str):
+    """The helper backend with an (emulated) host of too few ranks: MLN_ERR_CONFIG on every
+    rank of both sites, no rank left waiting."""
+    program = [str(built_program(mpi, "mpi_stripe_life")), "helper-config"]
+    status, out, _, _ = run_across_testbed(bed, mpi, program, 3, RUN_TIMEOUT_S)
+    assert status == 0 and "ok helper-config (6 ranks)" in out, out[-3000:]
