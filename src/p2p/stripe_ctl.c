@@ -122,6 +122,13 @@ void mln_stripe_recv_setup(mln_stripe_t *s, mln_req_t *r)
 {
     mln_status_t st;
 
+    if (r->kind != MLN_LANE_TCP && r->nchunks > (uint64_t)(s->data_tag_hi - s->data_tag_lo + 1)) {
+        MLN_ERROR("message %llu from world rank %d needs %llu chunk tags, more than this rank "
+                  "has (is MLN_STRIPE_TAGS the same on every rank?)",
+                  (unsigned long long)r->msg_id, r->peer_world, (unsigned long long)r->nchunks);
+        mln_stripe_req_fail(s, r, MLN_ERR_CONFIG); /* a NAK: it could wait for ever */
+        return;
+    }
     if (r->kind != MLN_LANE_TCP && r->nchunks > 0 && !r->tags_held) {
         const int base = tags_alloc(s, r->nchunks);
         if (base < 0)
