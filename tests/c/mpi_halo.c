@@ -15,10 +15,12 @@
 #include "multilane.h"
 
 #include <mpi.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { ITERS = 40, MANY = 600 };
 
@@ -35,6 +37,28 @@ static void fail(const char *what, const char *msg, long long a, long long b)
 {
     fprintf(stderr, "rank %d: %s [%s]: %s (%lld, %lld)\n", rank, what, mname(), msg, a, b);
     failures++;
+}
+
+/* The watchdog's message: the one global a signal handler can read (it takes no argument). */
+static char watch_msg[200];
+
+static void watch_fire(int sig)
+{
+    ssize_t n = write(STDERR_FILENO, watch_msg, strlen(watch_msg));
+
+    (void)sig;
+    (void)n;
+    _exit(3);
+}
+
+/* Arms the watchdog for `seconds` over case `what` (alarm(0) disarms it): a case that hangs, a
+ * rank waiting for a message that never comes, fails the run with its name instead of holding
+ * ctest until its timeout. */
+static void watch(const char *what, unsigned seconds)
+{
+    snprintf(watch_msg, sizeof(watch_msg), "rank %d: %s: not done within %u s (hang)\n", rank, what,
+             seconds);
+    alarm(seconds);
 }
 
 static double value(int r, int it, int k, int64_t i)
@@ -286,9 +310,46 @@ static void cases(void)
     t_ring("ring, many iterations", MANY);
 }
 
+/*
+ * Neighbour lists that are not mutual and differ in length (ranks 0 and 1; with 4 ranks, 2 and 3
+ * a correct pair meanwhile, refused all the same): rank 0 lists 1, which lists nobody; the other
+ * way round; 0 lists 1 twice, which lists 0 once.  A rank must not wait for an entry that its
+ * neighbour does not have: every rank gets MLN_ERR_ARG, and none hangs (the watchdog).
+ */
+static void t_unpaired(void)
+{
+    static const struct {
+        const char *what;
+        int n0, n1; /* entries of rank 0 (all naming 1) and of rank 1 (all naming 0) */
+    } shapes[] = {{"0 lists 1, 1 lists nobody", 1, 0},
+                  {"0 lists nobody, 1 lists 0", 0, 1},
+                  {"0 lists 1 twice, 1 lists 0 once", 2, 1}};
+    int64_t count[2] = {4, 4};
+    char what[96];
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]) && size > 1; i++) {
+        int nbrs[2] = {1 - rank, 1 - rank}, n = rank == 0 ? shapes[i].n0 : shapes[i].n1;
+        mln_halo_plan_t *plan = NULL;
+        mln_status_t st;
+
+        if (rank > 1) { /* 2 and 3 pair with each other; with 3 ranks, 2 lists nobody */
+            nbrs[0] = rank ^ 1;
+            n = nbrs[0] < size;
+        }
+        snprintf(what, sizeof(what), "lists not mutual (%s)", shapes[i].what);
+        watch(what, 60);
+        st = mln_halo_create(MPI_COMM_WORLD, n, nbrs, NULL, count, count, MPI_DOUBLE, MLN_HALO_P2P,
+                             &plan);
+        alarm(0);
+        if (st != MLN_ERR_ARG || plan != NULL)
+            fail(what, "status (expected)", st, MLN_ERR_ARG);
+        mln_halo_free(&plan);
+    }
+}
+
 /* Refused on every rank with a status, no hang: counts that do not match, a pairing that is
- * not mutual, a rank out of range, an RMA mode with a non-contiguous type, not a Cartesian
- * communicator, NULL plan. */
+ * not mutual, lists of different lengths, a rank out of range, an RMA mode with a
+ * non-contiguous type, not a Cartesian communicator, NULL plan. */
 static void t_refused(void)
 {
     int right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -345,6 +406,7 @@ static void t_refused(void)
         fail("refused", "mode names", 0, 0);
     mln_halo_free(NULL);
     mln_halo_free(&plan);
+    t_unpaired();
     t_ring("ring after refusals", ITERS); /* nothing left behind: a real exchange still works */
 }
 
@@ -443,6 +505,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    signal(SIGALRM, watch_fire);
     if ((nmodes = parse_args(argc, argv, modes)) < 0) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_halo [--modes p2p,neighbor,...,auto] [--disable LIST]\n");
