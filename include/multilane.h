@@ -172,7 +172,10 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
 mln_status_t mln_halo_create_cart(MPI_Comm cart, int radius, int64_t count, MPI_Datatype type,
                                   mln_halo_mode_t mode, mln_halo_plan_t **plan);
 /* One iteration: sendbufs[k] goes to entry k's partner; recvbufs[k] holds what it sent.
- * Collective over the neighbours.  sendbufs[k] may be reused when the call returns. */
+ * Collective over the neighbours.  sendbufs[k] may be reused when the call returns.  A receive
+ * buffer must not share memory with any send buffer or another receive buffer (send buffers
+ * may share): MLN_ERR_ARG in every mode, before anything moves.  With a contiguous type any
+ * overlap is found; with another type only equal addresses (strided buffers may interleave). */
 mln_status_t mln_halo_exchange(mln_halo_plan_t *plan, const void *const *sendbufs,
                                void *const *recvbufs);
 /* The mode the plan runs (after auto: its choice); NULL plan: MLN_HALO_AUTO. */

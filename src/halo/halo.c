@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -696,6 +697,54 @@ mln_status_t mln_halo_create_cart(MPI_Comm cart, int radius, int64_t count, MPI_
     return st;
 }
 
+/* Bytes of entry k's buffer that the alias check compares: all of them for a contiguous type;
+ * else 1 for a non-empty buffer, so that only equal addresses meet (a strided type's buffers
+ * may interleave in one array, a column sent and the next one received, and share no byte:
+ * telling that apart needs the type map). */
+static uintptr_t alias_span(const mln_halo_plan_t *p, int count)
+{
+    return p->contiguous ? (uintptr_t)count * (uintptr_t)p->esize : (uintptr_t)(count > 0);
+}
+
+static int spans_meet(const void *a, uintptr_t na, const void *b, uintptr_t nb)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+    return na > 0 && nb > 0 && x < y + nb && y < x + na;
+}
+
+/*
+ * A receive buffer that shares memory with a send buffer or another receive buffer: erroneous
+ * in p2p and neighbor (MPI receives into memory that a pending send reads or another receive
+ * writes), harmless in the RMA modes (they copy out after the puts are done).  Refused in every
+ * mode, so that a program's outcome does not depend on the mode (auto's trial, with buffers of
+ * its own, cannot see it).  Before any communication: the plan stays as it was.
+ */
+static int buffers_alias(const mln_halo_plan_t *p, const void *const *sendbufs,
+                         void *const *recvbufs)
+{
+    for (int k = 0; k < p->nnbrs; k++) {
+        const uintptr_t nk = p->nbrs[k] == MPI_PROC_NULL ? 0 : alias_span(p, p->recv_count[k]);
+        for (int j = 0; j < p->nnbrs && nk > 0; j++) {
+            const char *with = NULL;
+            if (p->nbrs[j] == MPI_PROC_NULL)
+                continue;
+            if (spans_meet(recvbufs[k], nk, sendbufs[j], alias_span(p, p->send_count[j])))
+                with = "sendbufs";
+            else if (j < k &&
+                     spans_meet(recvbufs[k], nk, recvbufs[j], alias_span(p, p->recv_count[j])))
+                with = "recvbufs";
+            if (with != NULL) {
+                MLN_ERROR("mln_halo_exchange: recvbufs[%d] shares memory with %s[%d] (erroneous "
+                          "in p2p and neighbor: refused in every mode)",
+                          k, with, j);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 mln_status_t mln_halo_exchange(mln_halo_plan_t *p, const void *const *sendbufs,
                                void *const *recvbufs)
 {
@@ -705,6 +754,8 @@ mln_status_t mln_halo_exchange(mln_halo_plan_t *p, const void *const *sendbufs,
         MLN_ERROR("mln_halo_exchange: %s is NULL", p == NULL ? "the plan" : "a buffer list");
         return MLN_ERR_ARG;
     }
+    if (buffers_alias(p, sendbufs, recvbufs))
+        return MLN_ERR_ARG;
     st = mln_halo_ops(p->mode)->exchange(p, sendbufs, recvbufs);
     p->iter++;
     return st;

@@ -8,9 +8,11 @@
  * one neighbour), uneven and zero counts, periodic 2-D grids from a neighbour list and from
  * mln_halo_create_cart (radius 1 and 2), 1-D and 3-D Cartesian stencils with and without wrap
  * (MPI_PROC_NULL edges: their buffers stay untouched), many iterations, two plans used in turn,
- * plan reuse and free, auto's choice against its own timings, the tunables MLN_HALO_MODE and
- * MLN_HALO_DISABLE, refused arguments (on every rank, no hang).  A mode disabled on this MPI
- * (docs/HALO.md) is reported and skipped; nothing else may be refused.
+ * buffers that share memory (refused in every mode), plan reuse and free, auto's choice against
+ * its own timings, the tunables MLN_HALO_MODE and MLN_HALO_DISABLE, refused arguments and
+ * neighbour lists of different lengths (on every rank, no hang: a watchdog ends a hung case).
+ * A mode disabled on this MPI (docs/HALO.md) is reported and skipped; nothing else may be
+ * refused.
  */
 #include "multilane.h"
 
@@ -296,6 +298,85 @@ out:
     mln_halo_free(&b);
 }
 
+/* One exchange that must return `want` (a refusal: before anything moves, on every rank). */
+static void exchange_expect(const char *what, mln_halo_plan_t *plan, const void *const *sendbufs,
+                            void *const *recvbufs, mln_status_t want)
+{
+    mln_status_t st = mln_halo_exchange(plan, sendbufs, recvbufs);
+
+    if (st != want)
+        fail("aliased buffers", what, st, want);
+    if (st != MLN_OK && want == MLN_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1); /* the others may wait for this rank */
+}
+
+/*
+ * Buffers that share memory, refused with MLN_ERR_ARG in every mode before anything moves (the
+ * RMA modes would cope, p2p and neighbor would not): a receive buffer that is its own send
+ * buffer, one that overlaps another entry's send buffer by one element, two entries receiving
+ * into one buffer.  Allowed: one send buffer for both entries, receive buffers end to end.  A
+ * strided type (not in the RMA modes): equal addresses refused, interleaved buffers in one
+ * array allowed.  Then the plan runs its checked exchanges as if nothing had been refused.
+ */
+static void t_aliased(void)
+{
+    int nbrs[2] = {(rank + size - 1) % size, (rank + 1) % size}, peer[2] = {1, 0};
+    int64_t count[2] = {4, 4};
+    expect_t x = {2, nbrs, peer, count, count};
+    double m[20], *a = m, *b = m + 4, *c = m + 8, *d = m + 12;
+    const void *ab[2] = {a, b}, *aa[2] = {a, a};
+    void *ac[2] = {a, c}, *over[2] = {m + 7, d}, *cc[2] = {c, c}, *cd[2] = {c, d};
+    double s[32], r[32]; /* strided: two send buffers of 15 doubles, two receive buffers */
+    const void *sp[2] = {s, s + 16};
+    void *same[2] = {s, r + 16}, *between[2] = {s + 1, r};
+    mln_halo_plan_t *plan = NULL;
+    MPI_Datatype vec, strided;
+
+    if (mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, mode, &plan) !=
+        MLN_OK) {
+        fail("aliased buffers", "create", 0, 0);
+        return;
+    }
+    for (int i = 0; i < 4; i++)
+        a[i] = value(rank, 0, 0, i);
+    exchange_expect("recvbufs[0] = sendbufs[0]: status", plan, ab, ac, MLN_ERR_ARG);
+    exchange_expect("recvbufs[0] overlaps sendbufs[1]: status", plan, ab, over, MLN_ERR_ARG);
+    exchange_expect("recvbufs[0] = recvbufs[1]: status", plan, ab, cc, MLN_ERR_ARG);
+    exchange_expect("one send buffer for both entries: status", plan, aa, cd, MLN_OK);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            if (((double *)cd[k])[i] != value(nbrs[k], 0, 0, i)) {
+                fail("aliased buffers", "one send buffer for both: wrong data, entry", k, i);
+                break;
+            }
+    drive("aliased buffers, then a ring", &plan, &x, ITERS);
+    if (mode >= MLN_HALO_RMA_FENCE) /* they refuse a strided type */
+        return;
+    /* elements 0 and 2 of 4 doubles, 4 apart: a buffer 1 double further interleaves */
+    MPI_Type_vector(2, 1, 2, MPI_DOUBLE, &vec);
+    MPI_Type_create_resized(vec, 0, 4 * sizeof(double), &strided);
+    MPI_Type_commit(&strided);
+    if (mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, strided, mode, &plan) !=
+        MLN_OK) {
+        fail("aliased buffers", "create (strided type)", 0, 0);
+        goto out;
+    }
+    for (int i = 0; i < 32; i++)
+        s[i] = value(rank, 0, i / 16, i % 16);
+    exchange_expect("strided, recvbufs[0] = sendbufs[0]: status", plan, sp, same, MLN_ERR_ARG);
+    exchange_expect("strided, interleaved in one array: status", plan, sp, between, MLN_OK);
+    /* entry 0 from the left's entry 1, entry 1 from the right's entry 0 */
+    for (int i = 0; i < 16; i += 2)
+        if (s[i + 1] != value(nbrs[0], 0, 1, i) || r[i] != value(nbrs[1], 0, 0, i)) {
+            fail("aliased buffers", "strided, interleaved: wrong data at element", i, 0);
+            break;
+        }
+out:
+    mln_halo_free(&plan);
+    MPI_Type_free(&strided);
+    MPI_Type_free(&vec);
+}
+
 /* Every case in the current mode. */
 static void cases(void)
 {
@@ -307,6 +388,7 @@ static void cases(void)
     t_cart("cart 3-D periodic", 3, 1, 1);
     t_cart("cart 3-D open", 3, 0, 1);
     t_two_plans();
+    t_aliased();
     t_ring("ring, many iterations", MANY);
 }
 
