@@ -117,6 +117,7 @@ typedef struct mln_config {
     int halo_mode;              /* MLN_HALO_MODE: a mln_halo_mode_t (replaces auto) */
     char halo_disable[256];     /* MLN_HALO_DISABLE: halo modes never used */
     int64_t halo_auto_iters;    /* MLN_HALO_AUTO_ITERS: timed iterations per mode in auto */
+    char halo_fault[64];        /* MLN_HALO_FAULT: test hook, "setup:RANK[:MODE]" and so on */
     int64_t node_size;          /* MLN_NODE_SIZE: 0 = nodes from MPI; N = N ranks per node */
 } mln_config_t;
 

@@ -390,6 +390,36 @@ static int args_bad(MPI_Comm comm, int nnbrs, const int *nbrs, const int64_t *se
     return 0;
 }
 
+/* MLN_HALO_FAULT, a test hook: "" (none), "setup:RANK[:MODE]" or "exchange:RANK:I" into the
+ * plan; MLN_ERR_CONFIG for anything else. */
+static mln_status_t fault_parse(const char *spec, mln_halo_plan_t *p)
+{
+    char name[32] = "";
+    long long iter = -1;
+    int used = 0, named = 0;
+
+    p->fault_rank = -1;
+    p->fault_mode = MLN_HALO_AUTO;
+    p->fault_iter = -1;
+    if (spec[0] == '\0')
+        return MLN_OK;
+    if (sscanf(spec, "exchange:%d:%lld%n", &p->fault_rank, &iter, &used) == 2 &&
+        spec[used] == '\0' && iter >= 0) {
+        p->fault_iter = iter;
+        return MLN_OK;
+    }
+    if (sscanf(spec, "setup:%d%n", &p->fault_rank, &used) == 1 &&
+        (spec[used] == '\0' ||
+         (sscanf(spec + used, ":%31[a-z0-9-]%n", name, &named) == 1 && spec[used + named] == '\0' &&
+          mln_halo_mode_parse(name, &p->fault_mode) == MLN_OK && p->fault_mode != MLN_HALO_AUTO)))
+        return MLN_OK;
+    MLN_ERROR("MLN_HALO_FAULT='%s': expected setup:RANK, setup:RANK:MODE or exchange:RANK:I "
+              "(a test hook)",
+              spec);
+    p->fault_rank = -1;
+    return MLN_ERR_CONFIG;
+}
+
 /* A plan with room for n entries (NULL if memory is short). */
 static mln_halo_plan_t *plan_new(int n)
 {
@@ -402,6 +432,8 @@ static mln_halo_plan_t *plan_new(int n)
     p->type = MPI_DATATYPE_NULL;
     p->group = MPI_GROUP_NULL;
     p->mode = MLN_HALO_AUTO;
+    p->fault_rank = -1;
+    p->fault_iter = -1;
     p->nnbrs = n;
     p->nbrs = calloc((size_t)n + 1, sizeof(int));
     p->peer = calloc((size_t)n + 1, sizeof(int));
@@ -416,7 +448,14 @@ static mln_halo_plan_t *plan_new(int n)
 /* Sets up `mode` on the plan (collective); the plan runs it from iteration 0. */
 static mln_status_t mode_start(mln_halo_plan_t *p, mln_halo_mode_t mode)
 {
-    mln_status_t st = mln_halo_ops(mode)->setup(p);
+    mln_status_t st;
+
+    p->fail_setup = p->fault_iter < 0 && p->rank == p->fault_rank &&
+                    (p->fault_mode == MLN_HALO_AUTO || p->fault_mode == mode);
+    if (p->fail_setup)
+        MLN_WARN("MLN_HALO_FAULT: the set-up of %s fails on this rank (a test hook)",
+                 mode_names[mode]);
+    st = mln_halo_ops(mode)->setup(p);
 
     if (st == MLN_OK) {
         p->mode = mode;
@@ -429,6 +468,17 @@ static void mode_stop(mln_halo_plan_t *p)
 {
     mln_halo_ops(p->mode)->teardown(p);
     p->mode = MLN_HALO_AUTO;
+}
+
+/* One exchange in the plan's mode, without mln_halo_exchange's argument checks (auto's trial
+ * passes buffers of its own). */
+static mln_status_t exchange_once(mln_halo_plan_t *p, const void *const *sendbufs,
+                                  void *const *recvbufs)
+{
+    mln_status_t st = mln_halo_ops(p->mode)->exchange(p, sendbufs, recvbufs);
+
+    p->iter++;
+    return st;
 }
 
 /* auto's trial payload: byte j of entry k of rank r in iteration it */
@@ -466,7 +516,7 @@ static mln_status_t trial(mln_halo_plan_t *p, mln_halo_mode_t m, unsigned char *
             for (size_t j = 0; j < (size_t)p->recv_count[k] * (size_t)p->esize; j++)
                 rb[k][j] = (unsigned char)~trial_byte(p->nbrs[k], it, p->peer[k], j);
         }
-        MLN_CHECK(mln_halo_exchange(p, (const void *const *)sb, (void *const *)rb), st, stop);
+        MLN_CHECK(exchange_once(p, (const void *const *)sb, (void *const *)rb), st, stop);
         for (int k = 0; k < p->nnbrs && round == 0 && !wrong; k++)
             for (size_t j = 0; p->nbrs[k] != MPI_PROC_NULL &&
                                j < (size_t)p->recv_count[k] * (size_t)p->esize && !wrong;
@@ -484,7 +534,7 @@ static mln_status_t trial(mln_halo_plan_t *p, mln_halo_mode_t m, unsigned char *
     MLN_MPI_CHECK(MPI_Barrier(p->comm), st, stop);
     t0 = MPI_Wtime();
     for (int64_t i = 0; i < iters; i++)
-        MLN_CHECK(mln_halo_exchange(p, (const void *const *)sb, (void *const *)rb), st, stop);
+        MLN_CHECK(exchange_once(p, (const void *const *)sb, (void *const *)rb), st, stop);
     mine = (MPI_Wtime() - t0) / (double)iters;
     MLN_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, p->comm), st, stop);
     p->state[m] = MLN_HALO_TIMED;
@@ -612,6 +662,9 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
         code = MODE_UNUSABLE;
     else if ((p = plan_new(nnbrs)) == NULL)
         code = NO_MEMORY;
+    else if (MPI_Comm_rank(comm, &p->rank) != MPI_SUCCESS ||
+             fault_parse(ctx->cfg.halo_fault, p) != MLN_OK)
+        code = BAD_CONFIG;
     /* every rank learns the outcome before any other collective call */
     MLN_MPI_CHECK(MPI_Allreduce(&code, &any, 1, MPI_INT, MPI_MAX, comm), st, out);
     if (any != OK_HERE) {
@@ -633,7 +686,6 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
     p->esize = esize;
     p->contiguous = contiguous;
     p->iters_auto = ctx->cfg.halo_auto_iters;
-    MPI_Comm_rank(comm, &p->rank);
     for (int k = 0; k < nnbrs; k++) {
         p->nbrs[k] = nbrs[k];
         p->send_count[k] = (int)send_counts[k];
@@ -756,7 +808,12 @@ mln_status_t mln_halo_exchange(mln_halo_plan_t *p, const void *const *sendbufs,
     }
     if (buffers_alias(p, sendbufs, recvbufs))
         return MLN_ERR_ARG;
-    st = mln_halo_ops(p->mode)->exchange(p, sendbufs, recvbufs);
-    p->iter++;
+    st = exchange_once(p, sendbufs, recvbufs);
+    if (st == MLN_OK && p->rank == p->fault_rank && p->iter - 1 == p->fault_iter) {
+        MLN_WARN("MLN_HALO_FAULT: exchange %lld fails on this rank after its data moved (a test "
+                 "hook)",
+                 (long long)p->fault_iter);
+        st = MLN_ERR_MPI;
+    }
     return st;
 }

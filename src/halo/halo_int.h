@@ -27,6 +27,15 @@ struct mln_halo_plan {
     int64_t iter;       /* exchanges since the mode was set up: its parity picks the half */
     int64_t iters_auto; /* MLN_HALO_AUTO_ITERS */
 
+    /* MLN_HALO_FAULT, a test hook (docs/HALO.md): fault_rank fails the set-up of fault_mode
+     * (AUTO: of every mode) before the mode's first collective call, or its exchange fault_iter
+     * after the data moved; fault_rank -1: no fault.  fail_setup: the set-up running now fails
+     * here (mode_start sets it). */
+    int fault_rank;
+    mln_halo_mode_t fault_mode;
+    int64_t fault_iter; /* -1: a set-up fault */
+    int fail_setup;
+
     /* neighbor: a distributed graph of the non-empty entries, receive edges in entry order,
      * send edges ordered so that each pairs with its partner's receive edge (docs/HALO.md) */
     MPI_Comm graph;

@@ -17,8 +17,7 @@
 
 static mln_status_t p2p_setup(mln_halo_plan_t *p)
 {
-    (void)p;
-    return MLN_OK;
+    return p->fail_setup ? MLN_ERR_NOMEM : MLN_OK; /* nothing to set up but the test hook */
 }
 
 static mln_status_t p2p_exchange(mln_halo_plan_t *p, const void *const *sendbufs,
@@ -80,7 +79,8 @@ static mln_status_t neighbor_setup(mln_halo_plan_t *p)
     p->w_counts = calloc((size_t)2 * n + 1, sizeof(int));
     p->w_displs = calloc((size_t)2 * n + 1, sizeof(MPI_Aint));
     p->w_types = calloc((size_t)2 * n + 1, sizeof(MPI_Datatype));
-    if (!src || !dst || !p->send_entry || !p->w_counts || !p->w_displs || !p->w_types) {
+    if (!src || !dst || !p->send_entry || !p->w_counts || !p->w_displs || !p->w_types ||
+        p->fail_setup) {
         st = MLN_ERR_NOMEM;
         goto out;
     }
@@ -185,7 +185,7 @@ static mln_status_t rma_setup(mln_halo_plan_t *p, int nwin, int halves, int coun
     p->off = calloc((size_t)n + 1, sizeof(MPI_Aint));
     p->target = calloc((size_t)TARGET_FIELDS * n + 1, sizeof(int64_t));
     mine = calloc((size_t)TARGET_FIELDS * n + 1, sizeof(int64_t));
-    if (!p->off || !p->target || !mine) {
+    if (!p->off || !p->target || !mine || p->fail_setup) {
         st = MLN_ERR_NOMEM;
         goto out;
     }
