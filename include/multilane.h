@@ -159,7 +159,8 @@ typedef struct mln_halo_plan mln_halo_plan_t;
  * not mutual, or counts that do not match, give MLN_ERR_ARG on every rank.  `type` must be
  * contiguous for the RMA modes (else they are not used by auto, and refused when asked for).
  * mode AUTO is replaced by MLN_HALO_MODE when that is set; a mode in MLN_HALO_DISABLE (or in
- * the built-in list for this MPI, docs/HALO.md) is refused with MLN_ERR_UNSUPPORTED.
+ * the built-in list for this MPI, docs/HALO.md) is refused with MLN_ERR_UNSUPPORTED.  A failure
+ * on one rank (memory, an MPI call that rank alone makes) is returned on every rank.
  */
 mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const int *peer_index,
                              const int64_t *send_counts, const int64_t *recv_counts,
@@ -175,7 +176,9 @@ mln_status_t mln_halo_create_cart(MPI_Comm cart, int radius, int64_t count, MPI_
  * Collective over the neighbours.  sendbufs[k] may be reused when the call returns.  A receive
  * buffer must not share memory with any send buffer or another receive buffer (send buffers
  * may share): MLN_ERR_ARG in every mode, before anything moves.  With a contiguous type any
- * overlap is found; with another type only equal addresses (strided buffers may interleave). */
+ * overlap is found; with another type only equal addresses (strided buffers may interleave).
+ * After any other error (the exchange had started) the ranks may be at different iterations:
+ * the plan then refuses every later exchange with MLN_ERR_STATE and must be freed. */
 mln_status_t mln_halo_exchange(mln_halo_plan_t *plan, const void *const *sendbufs,
                                void *const *recvbufs);
 /* The mode the plan runs (after auto: its choice); NULL plan: MLN_HALO_AUTO. */

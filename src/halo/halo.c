@@ -460,6 +460,7 @@ static mln_status_t mode_start(mln_halo_plan_t *p, mln_halo_mode_t mode)
     if (st == MLN_OK) {
         p->mode = mode;
         p->iter = 0;
+        p->failed = MLN_OK;
     }
     return st;
 }
@@ -477,7 +478,7 @@ static mln_status_t exchange_once(mln_halo_plan_t *p, const void *const *sendbuf
 {
     mln_status_t st = mln_halo_ops(p->mode)->exchange(p, sendbufs, recvbufs);
 
-    p->iter++;
+    p->iter += st == MLN_OK;
     return st;
 }
 
@@ -620,7 +621,7 @@ out:
 }
 
 /* Local reasons to refuse, in the order of their codes (the highest wins everywhere). */
-enum { OK_HERE, BAD_ARGS, NO_MEMORY, BAD_CONFIG, MODE_DISABLED, MODE_UNUSABLE };
+enum { OK_HERE, BAD_ARGS, NO_MEMORY, BAD_CONFIG, MODE_DISABLED, MODE_UNUSABLE, MPI_FAILED };
 
 mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const int *peer_index,
                              const int64_t *send_counts, const int64_t *recv_counts,
@@ -628,7 +629,8 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
 {
     static const mln_status_t code_status[] = {
         MLN_OK,         MLN_ERR_ARG,         MLN_ERR_NOMEM,
-        MLN_ERR_CONFIG, MLN_ERR_UNSUPPORTED, MLN_ERR_UNSUPPORTED};
+        MLN_ERR_CONFIG, MLN_ERR_UNSUPPORTED, MLN_ERR_UNSUPPORTED,
+        MLN_ERR_MPI};
     mln_context_t *ctx = mln_context();
     mln_halo_plan_t *p = NULL;
     const char *why = "asked for";
@@ -665,6 +667,8 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
     else if (MPI_Comm_rank(comm, &p->rank) != MPI_SUCCESS ||
              fault_parse(ctx->cfg.halo_fault, p) != MLN_OK)
         code = BAD_CONFIG;
+    else if (MPI_Type_dup(type, &p->type) != MPI_SUCCESS)
+        code = MPI_FAILED;
     /* every rank learns the outcome before any other collective call */
     MLN_MPI_CHECK(MPI_Allreduce(&code, &any, 1, MPI_INT, MPI_MAX, comm), st, out);
     if (any != OK_HERE) {
@@ -675,6 +679,8 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
             MLN_ERROR("mln_halo_create: mode %s needs a contiguous datatype", mode_names[mode]);
         else if (code == NO_MEMORY)
             MLN_ERROR("mln_halo_create: out of memory for %d neighbours", nnbrs);
+        else if (code == MPI_FAILED)
+            MLN_ERROR("mln_halo_create: MPI_Type_dup failed");
         else if (code == BAD_ARGS || code == OK_HERE)
             MLN_ERROR("mln_halo_create: invalid arguments on %s (neighbours, counts, type, "
                       "mode or an intercommunicator)",
@@ -695,8 +701,9 @@ mln_status_t mln_halo_create(MPI_Comm comm, int nnbrs, const int *nbrs, const in
      * graph made from a Cartesian communicator (docs/bugs/ompi-graph-from-cart.c) */
     MLN_MPI_CHECK(MPI_Comm_split(comm, 0, p->rank, &p->comm), st, out);
     /* errors come back as statuses (the windows and the graph inherit it or set their own) */
-    MLN_MPI_CHECK(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN), st, out);
-    MLN_MPI_CHECK(MPI_Type_dup(type, &p->type), st, out);
+    MLN_MPI_CHECK(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN), st, split);
+split: /* a local step: agreed before the pairing's exchange (halo_modes.c has the rule) */
+    MLN_CHECK(mln_halo_agree(p->comm, st), st, out);
     MLN_CHECK(agree_pairs(p, peer_index), st, out);
     if (mode == MLN_HALO_AUTO)
         MLN_CHECK(choose(p, disabled), st, out);
@@ -797,23 +804,42 @@ static int buffers_alias(const mln_halo_plan_t *p, const void *const *sendbufs,
     return 0;
 }
 
+/*
+ * A failed exchange cannot be undone: it may have failed on this rank only, after its
+ * neighbours (or some of them) completed theirs, so the ranks no longer agree on the iteration
+ * (its parity picks the RMA modes' half) nor on what is in flight.  So the plan refuses every
+ * later exchange with MLN_ERR_STATE, at once and without communicating, and can only be freed.
+ * Argument errors are found before anything moves and leave the plan as it was.
+ */
 mln_status_t mln_halo_exchange(mln_halo_plan_t *p, const void *const *sendbufs,
                                void *const *recvbufs)
 {
+    int64_t it;
     mln_status_t st;
 
     if (p == NULL || (p->nnbrs > 0 && (sendbufs == NULL || recvbufs == NULL))) {
         MLN_ERROR("mln_halo_exchange: %s is NULL", p == NULL ? "the plan" : "a buffer list");
         return MLN_ERR_ARG;
     }
+    if (p->failed != MLN_OK) {
+        MLN_ERROR("mln_halo_exchange: exchange %lld of this plan failed (%s), so the ranks may be "
+                  "at different iterations: the plan takes no more (free it, on every rank)",
+                  (long long)p->failed_iter, mln_status_str(p->failed));
+        return MLN_ERR_STATE;
+    }
     if (buffers_alias(p, sendbufs, recvbufs))
         return MLN_ERR_ARG;
+    it = p->iter;
     st = exchange_once(p, sendbufs, recvbufs);
-    if (st == MLN_OK && p->rank == p->fault_rank && p->iter - 1 == p->fault_iter) {
+    if (st == MLN_OK && p->rank == p->fault_rank && it == p->fault_iter) {
         MLN_WARN("MLN_HALO_FAULT: exchange %lld fails on this rank after its data moved (a test "
                  "hook)",
-                 (long long)p->fault_iter);
+                 (long long)it);
         st = MLN_ERR_MPI;
+    }
+    if (st != MLN_OK) {
+        p->failed = st;
+        p->failed_iter = it;
     }
     return st;
 }

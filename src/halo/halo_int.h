@@ -20,12 +20,14 @@ struct mln_halo_plan {
     int *peer;       /* [nnbrs]: entry k pairs with entry peer[k] of nbrs[k]'s list (-1: empty) */
     int *send_count; /* [nnbrs] elements (fit an int) */
     int *recv_count;
-    MPI_Datatype type;  /* a duplicate */
-    int esize;          /* bytes of one element */
-    int contiguous;     /* count elements are count * esize bytes from the address: RMA usable */
-    MPI_Request *reqs;  /* [2 * nnbrs] */
-    int64_t iter;       /* exchanges since the mode was set up: its parity picks the half */
-    int64_t iters_auto; /* MLN_HALO_AUTO_ITERS */
+    MPI_Datatype type;   /* a duplicate */
+    int esize;           /* bytes of one element */
+    int contiguous;      /* count elements are count * esize bytes from the address: RMA usable */
+    MPI_Request *reqs;   /* [2 * nnbrs] */
+    int64_t iter;        /* exchanges since the mode was set up: its parity picks the half */
+    mln_status_t failed; /* an exchange failed (MLN_OK: none): the plan refuses any other */
+    int64_t failed_iter; /* which one */
+    int64_t iters_auto;  /* MLN_HALO_AUTO_ITERS */
 
     /* MLN_HALO_FAULT, a test hook (docs/HALO.md): fault_rank fails the set-up of fault_mode
      * (AUTO: of every mode) before the mode's first collective call, or its exchange fault_iter
@@ -61,8 +63,9 @@ struct mln_halo_plan {
     double seconds[MLN_HALO_NMODES];
 };
 
-/* One mode: set-up (collective over comm), one exchange, tear-down (collective).  A mode's
- * resources exist between a successful setup and its teardown. */
+/* One mode: set-up (collective over comm: the same status on every rank, and on failure
+ * nothing left), one exchange, tear-down (collective).  A mode's resources exist between a
+ * successful setup and its teardown. */
 typedef struct mln_halo_ops {
     mln_status_t (*setup)(mln_halo_plan_t *p);
     mln_status_t (*exchange)(mln_halo_plan_t *p, const void *const *sendbufs,
@@ -72,6 +75,11 @@ typedef struct mln_halo_ops {
 
 /* The operations of `mode` (P2P .. RMA_SINGLE); NULL for AUTO or out of range. */
 const mln_halo_ops_t *mln_halo_ops(mln_halo_mode_t mode);
+
+/* Collective over comm: the outcome of a set-up step on every rank (the highest status code),
+ * so that a step that failed on one rank fails on all before the next call that needs them
+ * all (halo_modes.c has the rule). */
+mln_status_t mln_halo_agree(MPI_Comm comm, mln_status_t st);
 
 /* 1 for the modes that put into a window (need a contiguous type). */
 static inline int mln_halo_is_rma(mln_halo_mode_t mode)

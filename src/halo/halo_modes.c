@@ -13,11 +13,34 @@
 
 #define EMPTY(p, k) ((p)->nbrs[k] == MPI_PROC_NULL)
 
+/* ---- errors in set-up ------------------------------------------------------------------- */
+
+/*
+ * The rule of every set-up here (docs/HALO.md, "Errors"): a step that can fail on one rank
+ * alone (an allocation, an error handler, a group, the test hook) is agreed before the next
+ * call that needs the other ranks (a collective, the neighbours' exchange of slots), so that
+ * a failure on one rank fails the set-up on all, at the same step, instead of leaving the
+ * others waiting in that call.  An MPI call that needs the other ranks is taken to fail on
+ * all of them or to be fatal: after such an error MPI leaves the communicator undefined.
+ */
+mln_status_t mln_halo_agree(MPI_Comm comm, mln_status_t st)
+{
+    int mine = (int)st, all = (int)MLN_ERR_MPI;
+
+    if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
+        MLN_ERROR("mln_halo: the ranks could not agree on a set-up step's outcome");
+    else if (st == MLN_OK && all != MLN_OK)
+        MLN_ERROR("mln_halo: a set-up step failed on another rank (%s)",
+                  mln_status_str((mln_status_t)all));
+    return (mln_status_t)all;
+}
+
 /* ---- p2p -------------------------------------------------------------------------------- */
 
 static mln_status_t p2p_setup(mln_halo_plan_t *p)
 {
-    return p->fail_setup ? MLN_ERR_NOMEM : MLN_OK; /* nothing to set up but the test hook */
+    /* nothing to set up; the test hook's failure is agreed like any other */
+    return mln_halo_agree(p->comm, p->fail_setup ? MLN_ERR_NOMEM : MLN_OK);
 }
 
 static mln_status_t p2p_exchange(mln_halo_plan_t *p, const void *const *sendbufs,
@@ -80,10 +103,10 @@ static mln_status_t neighbor_setup(mln_halo_plan_t *p)
     p->w_displs = calloc((size_t)2 * n + 1, sizeof(MPI_Aint));
     p->w_types = calloc((size_t)2 * n + 1, sizeof(MPI_Datatype));
     if (!src || !dst || !p->send_entry || !p->w_counts || !p->w_displs || !p->w_types ||
-        p->fail_setup) {
+        p->fail_setup)
         st = MLN_ERR_NOMEM;
-        goto out;
-    }
+    /* before the graph's collective creation */
+    MLN_CHECK(mln_halo_agree(p->comm, st), st, out);
     for (int k = 0; k < n; k++)
         if (!EMPTY(p, k))
             p->send_entry[e++] = k;
@@ -187,7 +210,7 @@ static mln_status_t rma_setup(mln_halo_plan_t *p, int nwin, int halves, int coun
     mine = calloc((size_t)TARGET_FIELDS * n + 1, sizeof(int64_t));
     if (!p->off || !p->target || !mine || p->fail_setup) {
         st = MLN_ERR_NOMEM;
-        goto out;
+        goto prepared;
     }
     for (int k = 0; k < n; k++) {
         p->off[k] = at;
@@ -195,16 +218,21 @@ static mln_status_t rma_setup(mln_halo_plan_t *p, int nwin, int halves, int coun
     }
     p->half = (at + 7) / 8 * 8;
     p->ctr = (MPI_Aint)halves * p->half;
-    MLN_MPI_CHECK(MPI_Info_create(&info), st, out);
-    MLN_MPI_CHECK(MPI_Info_set(info, "same_disp_unit", "true"), st, out);
+    MLN_MPI_CHECK(MPI_Info_create(&info), st, prepared);
+    MLN_MPI_CHECK(MPI_Info_set(info, "same_disp_unit", "true"), st, prepared);
     if (!counters)
-        MLN_MPI_CHECK(MPI_Info_set(info, "no_locks", "true"), st, out);
+        MLN_MPI_CHECK(MPI_Info_set(info, "no_locks", "true"), st, prepared);
+prepared: /* before the windows' collective allocation */
+    MLN_CHECK(mln_halo_agree(p->comm, st), st, out);
     for (int w = 0; w < nwin; w++) {
         MPI_Aint bytes = (MPI_Aint)halves * p->half + (counters && w == 0 ? 16 * (MPI_Aint)n : 0);
         MLN_MPI_CHECK(MPI_Win_allocate(bytes, 1, info, p->comm, &p->base[w], &p->win[w]), st, out);
         p->windows++;
-        MLN_MPI_CHECK(MPI_Win_set_errhandler(p->win[w], MPI_ERRORS_RETURN), st, out);
     }
+    for (int w = 0; w < nwin; w++)
+        MLN_MPI_CHECK(MPI_Win_set_errhandler(p->win[w], MPI_ERRORS_RETURN), st, allocated);
+allocated: /* before the neighbours wait for each other's slots */
+    MLN_CHECK(mln_halo_agree(p->comm, st), st, out);
     for (int k = 0; k < n; k++) {
         int64_t *t = mine + TARGET_FIELDS * k;
         t[0] = p->off[k];
@@ -356,7 +384,8 @@ static mln_status_t pscw_setup(mln_halo_plan_t *p)
     mln_status_t st;
 
     MLN_CHECK(rma_setup(p, 2, 1, 0), st, out);
-    MLN_CHECK(pscw_group(p), st, out);
+    /* before the posts, which the neighbours' first exchange waits for */
+    MLN_CHECK(mln_halo_agree(p->comm, pscw_group(p)), st, out);
     for (int w = 0; w < 2; w++)
         MLN_MPI_CHECK(MPI_Win_post(p->group, MPI_MODE_NOSTORE, p->win[w]), st, out);
 out:
@@ -395,6 +424,13 @@ static void pscw_teardown(mln_halo_plan_t *p)
 
 /* ---- rma-passive ------------------------------------------------------------------------ */
 
+static void passive_teardown(mln_halo_plan_t *p)
+{
+    if (p->windows > 0) /* where lock_all failed this fails too, harmlessly */
+        MPI_Win_unlock_all(p->win[0]);
+    rma_free(p);
+}
+
 /*
  * One passive epoch for the plan's life (lock_all).  Iteration i: put the data to half i & 1,
  * flush, then write the sequence number i + 1 into the partner's (parity, slot) counter with
@@ -408,15 +444,16 @@ static mln_status_t passive_setup(mln_halo_plan_t *p)
     mln_status_t st;
 
     MLN_CHECK(rma_setup(p, 1, 2, 1), st, out);
-    MLN_MPI_CHECK(MPI_Win_lock_all(0, p->win[0]), st, out);
-    /* the counters start at 0: stored before anyone can reach them (the barrier), the one
-     * local store into the window, during set-up */
+    MLN_MPI_CHECK(MPI_Win_lock_all(0, p->win[0]), st, locked);
+    /* the counters start at 0: stored before anyone can reach them (the agreement, which no
+     * rank leaves before all have entered it), the one local store into the window */
     memset(p->base[0] + p->ctr, 0, 16 * (size_t)p->nnbrs);
-    MLN_MPI_CHECK(MPI_Win_sync(p->win[0]), st, out);
-    MLN_MPI_CHECK(MPI_Barrier(p->comm), st, out);
+    MLN_MPI_CHECK(MPI_Win_sync(p->win[0]), st, locked);
+locked:
+    st = mln_halo_agree(p->comm, st);
 out:
     if (st != MLN_OK)
-        rma_free(p);
+        passive_teardown(p);
     return st;
 }
 
@@ -464,13 +501,6 @@ static mln_status_t passive_exchange(mln_halo_plan_t *p, const void *const *send
     rma_copy_out(p, 0, half, recvbufs);
 out:
     return st;
-}
-
-static void passive_teardown(mln_halo_plan_t *p)
-{
-    if (p->windows > 0)
-        MPI_Win_unlock_all(p->win[0]);
-    rma_free(p);
 }
 
 /* ---- the table -------------------------------------------------------------------------- */

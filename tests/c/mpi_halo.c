@@ -10,7 +10,8 @@
  * (MPI_PROC_NULL edges: their buffers stay untouched), many iterations, two plans used in turn,
  * buffers that share memory (refused in every mode), plan reuse and free, auto's choice against
  * its own timings, the tunables MLN_HALO_MODE and MLN_HALO_DISABLE, refused arguments and
- * neighbour lists of different lengths (on every rank, no hang: a watchdog ends a hung case).
+ * neighbour lists of different lengths (on every rank, no hang: a watchdog ends a hung case),
+ * a set-up or an exchange that fails on one rank (the test hook MLN_HALO_FAULT).
  * A mode disabled on this MPI (docs/HALO.md) is reported and skipped; nothing else may be
  * refused.
  */
@@ -554,6 +555,112 @@ static int disabled_here(void)
     return off;
 }
 
+/* A fresh mln_init with MLN_HALO_FAULT set to `spec` ("": unset). */
+static void reinit_fault(const char *spec)
+{
+    mln_finalize();
+    if (spec[0] != '\0')
+        setenv("MLN_HALO_FAULT", spec, 1);
+    else
+        unsetenv("MLN_HALO_FAULT");
+    if (mln_init() != MLN_OK) {
+        fail("faults", "mln_init with MLN_HALO_FAULT failed", 0, 0);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* A ring plan in every mode not disabled here (auto included), each made while MLN_HALO_FAULT
+ * fails the set-up of `only` (AUTO: of every mode) on the last rank: where that mode is set up
+ * (asked for, or in auto's trial) every rank must get MLN_ERR_NOMEM, and none hang. */
+static void setup_faults(mln_halo_mode_t only)
+{
+    int nbrs[2] = {(rank + size - 1) % size, (rank + 1) % size}, peer[2] = {1, 0};
+    int64_t count[2] = {4, 4};
+    char spec[64], what[96];
+
+    if (only == MLN_HALO_AUTO)
+        snprintf(spec, sizeof(spec), "setup:%d", size - 1);
+    else
+        snprintf(spec, sizeof(spec), "setup:%d:%s", size - 1, mln_halo_mode_name(only));
+    reinit_fault(spec);
+    for (int m = MLN_HALO_AUTO; m < MLN_HALO_NMODES; m++) {
+        mln_halo_plan_t *plan = NULL;
+        mln_status_t st, want;
+        mode = (mln_halo_mode_t)m;
+        if (disabled_here())
+            continue;
+        want =
+            only == MLN_HALO_AUTO || mode == MLN_HALO_AUTO || mode == only ? MLN_ERR_NOMEM : MLN_OK;
+        snprintf(what, sizeof(what), "MLN_HALO_FAULT=%s, %s", spec, mname());
+        watch(what, 60);
+        st = mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, mode, &plan);
+        alarm(0);
+        if (st != want || (plan != NULL) != (want == MLN_OK))
+            fail(what, "create: status (expected)", st, want);
+        mln_halo_free(&plan);
+    }
+}
+
+/*
+ * MLN_HALO_FAULT, the test hook, on the last rank.  A set-up fails there before the mode's
+ * first collective call (as out of memory), in every mode, and in auto's trial at its first
+ * mode and at a later one (rma-pscw): every rank returns MLN_ERR_NOMEM, none hangs (the
+ * watchdog).  Its exchange 2 fails after the data moved: that rank gets MLN_ERR_MPI, and its
+ * next exchange is refused at once with MLN_ERR_STATE (the ranks may be at different
+ * iterations), not left waiting for neighbours that went on without it; the plan is then
+ * freed on every rank.  Plans made afterwards work.
+ */
+static void t_faults(void)
+{
+    int nbrs[2] = {(rank + size - 1) % size, (rank + 1) % size}, peer[2] = {1, 0};
+    int64_t count[2] = {4, 4};
+    double s[2][4], r[2][4];
+    const void *sp[2] = {s[0], s[1]};
+    void *rp[2] = {r[0], r[1]};
+    char spec[64], what[96];
+
+    setup_faults(MLN_HALO_AUTO);
+    setup_faults(MLN_HALO_RMA_PSCW);
+    snprintf(spec, sizeof(spec), "exchange:%d:2", size - 1);
+    reinit_fault(spec);
+    for (int m = MLN_HALO_AUTO; m < MLN_HALO_NMODES; m++) {
+        mln_halo_plan_t *plan = NULL;
+        mln_status_t st = MLN_OK;
+        mode = (mln_halo_mode_t)m;
+        if (disabled_here())
+            continue;
+        snprintf(what, sizeof(what), "MLN_HALO_FAULT=%s, %s", spec, mname());
+        watch(what, 60);
+        if (mln_halo_create(MPI_COMM_WORLD, 2, nbrs, peer, count, count, MPI_DOUBLE, mode, &plan) !=
+            MLN_OK) {
+            fail(what, "create", 0, 0);
+            continue;
+        }
+        for (int it = 0; it < 3; it++) {
+            const mln_status_t want = it == 2 && rank == size - 1 ? MLN_ERR_MPI : MLN_OK;
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 4; i++)
+                    s[k][i] = value(rank, it, k, i);
+            if ((st = mln_halo_exchange(plan, sp, rp)) != want)
+                fail(what, "exchange: status, iteration", st, it);
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 4; i++)
+                    if (r[k][i] != value(nbrs[k], it, peer[k], i)) {
+                        fail(what, "wrong data: iteration, entry", it, k);
+                        k = 2;
+                        break;
+                    }
+        }
+        if (rank == size - 1 && (st = mln_halo_exchange(plan, sp, rp)) != MLN_ERR_STATE)
+            fail(what, "an exchange after the failed one: status (expected)", st, MLN_ERR_STATE);
+        mln_halo_free(&plan);
+        alarm(0);
+    }
+    reinit_fault("");
+    mode = MLN_HALO_P2P;
+    t_ring("ring after faults", ITERS);
+}
+
 /* [--modes a,b,...] [--disable LIST]: the modes to run the cases in (default: all, auto
  * last); --disable sets MLN_HALO_DISABLE (none: test the modes disabled on this MPI too). */
 static int parse_args(int argc, char **argv, mln_halo_mode_t *modes)
@@ -614,6 +721,7 @@ int main(int argc, char **argv)
     }
     t_refused();
     t_tunables();
+    t_faults();
     mln_finalize();
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
