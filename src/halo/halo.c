@@ -113,12 +113,11 @@ static mln_status_t agree_pairs(mln_halo_plan_t *p, const int *peer_index)
     int *in = calloc((size_t)(n + 1) * PAIR_FIELDS, sizeof(int));
     int *from = calloc((size_t)n + 1, sizeof(int));
     int *seen = calloc((size_t)n + 1, sizeof(int));
-    int bad = 0, any_bad = 0, got = 0, kept = 0, entries = 0, culprit = MPI_PROC_NULL;
+    int bad = 0, got = 0, kept = 0, entries = 0, culprit = MPI_PROC_NULL;
     mln_status_t st = MLN_OK;
 
     if (!out || !in || !from || !seen) {
         st = MLN_ERR_NOMEM;
-        bad = 1;
         goto agree;
     }
     for (int k = 0; k < n; k++) {
@@ -131,7 +130,7 @@ static mln_status_t agree_pairs(mln_halo_plan_t *p, const int *peer_index)
         entries += p->nbrs[k] != MPI_PROC_NULL;
         p->peer[k] = -1; /* an empty edge: nothing comes, nothing pairs */
     }
-    MLN_CHECK(pair_records(p, out, in, from, &got), st, failed);
+    MLN_CHECK(pair_records(p, out, in, from, &got), st, agree);
     kept = got < n ? got : n;
     /* as many records from each rank as I have entries naming it: the first rank that differs
      * (the senders past n are not kept: with more records than entries, the last one's is) */
@@ -165,14 +164,8 @@ static mln_status_t agree_pairs(mln_halo_plan_t *p, const int *peer_index)
         seen[mine] = 1;
         p->peer[mine] = t[0];
     }
-    goto agree;
-failed: /* an MPI error: the others must not wait for this rank in the agreement */
-    bad = 1;
-agree:
-    if (MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, p->comm) != MPI_SUCCESS)
-        any_bad = 1;
-    if (any_bad && st == MLN_OK)
-        st = MLN_ERR_ARG;
+agree: /* a bad pairing, or st: memory or an MPI error, which the others must learn too */
+    st = mln_halo_agree(p->comm, st != MLN_OK ? st : bad ? MLN_ERR_ARG : MLN_OK);
     free(out);
     free(in);
     free(from);
@@ -566,7 +559,7 @@ static mln_status_t choose(mln_halo_plan_t *p, unsigned disabled)
     unsigned char **rb = calloc((size_t)p->nnbrs + 1, sizeof(*rb));
     double samples[MLN_HALO_NMODES][TRIAL_ROUNDS] = {{0.0}};
     mln_halo_mode_t best = MLN_HALO_AUTO;
-    int nomem = sb == NULL || rb == NULL, any_nomem = 0;
+    int nomem = sb == NULL || rb == NULL;
     mln_status_t st = MLN_OK;
     char line[512];
 
@@ -575,12 +568,9 @@ static mln_status_t choose(mln_halo_plan_t *p, unsigned disabled)
         rb[k] = malloc((size_t)p->recv_count[k] * (size_t)p->esize + 1);
         nomem = sb[k] == NULL || rb[k] == NULL;
     }
-    MLN_MPI_CHECK(MPI_Allreduce(&nomem, &any_nomem, 1, MPI_INT, MPI_MAX, p->comm), st, out);
-    if (any_nomem) {
+    if (nomem)
         MLN_ERROR("mln_halo_create (auto): out of memory for the trial buffers");
-        st = MLN_ERR_NOMEM;
-        goto out;
-    }
+    MLN_CHECK(mln_halo_agree(p->comm, nomem ? MLN_ERR_NOMEM : MLN_OK), st, out);
     for (int m = MLN_HALO_P2P; m < MLN_HALO_NMODES; m++)
         if (disabled & (1u << m))
             p->state[m] = MLN_HALO_DISABLED;
@@ -611,7 +601,7 @@ static mln_status_t choose(mln_halo_plan_t *p, unsigned disabled)
     if (p->rank == 0)
         MLN_INFO("mln_halo_create: %s", line);
 out:
-    for (int k = 0; k < p->nnbrs; k++) {
+    for (int k = 0; k < p->nnbrs && sb != NULL && rb != NULL; k++) {
         free(sb[k]);
         free(rb[k]);
     }
