@@ -33,6 +33,14 @@ static const char *const algo_names[] = {"auto", "sme", "hier", "mpi"};
 static int keyval = MPI_KEYVAL_INVALID;
 static mln_bcast_algo_t last_algo = MLN_BCAST_MPI;
 static int last_leaders = 0;
+static int setups_alive, windows_alive; /* in the process: mln_bcast_alive, for tests */
+
+int mln_bcast_alive(int *windows)
+{
+    if (windows != NULL)
+        *windows = windows_alive;
+    return setups_alive;
+}
 
 const char *mln_bcast_algo_name(mln_bcast_algo_t algo)
 {
@@ -185,6 +193,7 @@ static void window_free(mln_bcast_setup_t *b)
         return;
     MPI_Win_unlock_all(b->win);
     MPI_Win_free(&b->win);
+    windows_alive--;
     b->base = NULL;
     b->half = 0;
 }
@@ -202,6 +211,7 @@ static void setup_free(mln_bcast_setup_t *b)
     free(b->ep);
     free(b->node_of);
     free(b);
+    setups_alive--;
 }
 
 static int setup_delete(MPI_Comm comm, int key, void *value, void *extra)
@@ -246,6 +256,7 @@ static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
 
     if (b == NULL)
         return MLN_ERR_NOMEM;
+    setups_alive++;
     b->node = MPI_COMM_NULL;
     b->win = MPI_WIN_NULL;
     MPI_Comm_rank(comm, &b->rank);
@@ -332,6 +343,7 @@ static mln_status_t window_reserve(mln_bcast_setup_t *b, uint64_t bytes)
     MLN_MPI_CHECK(MPI_Win_allocate_shared(b->lrank == 0 ? (MPI_Aint)(2 * half) : 0, 1,
                                           MPI_INFO_NULL, b->node, &b->base, &b->win),
                   st, out);
+    windows_alive++;
     /* Local rank 0 holds the memory; its address here (SimGrid SMPI returns the segment's base
      * for every rank, which is rank 0's: the same answer). */
     MLN_MPI_CHECK(MPI_Win_shared_query(b->win, 0, &size, &disp, &b->base), st, out);

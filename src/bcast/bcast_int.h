@@ -48,6 +48,10 @@ mln_status_t mln_bcast_hier_inter(const mln_bcast_setup_t *b, char *data, uint64
  * others between tests. */
 mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm, int yield);
 
+/* Set-ups (one per communicator) and shared windows alive in this process, for tests: made and
+ * not yet freed, whatever mln_init cycle made them. */
+int mln_bcast_alive(int *windows);
+
 /* Frees the set-up cache's keyval and what hangs on MPI_COMM_WORLD (at mln_finalize). */
 void mln_bcast_fini(void);
 
