@@ -30,6 +30,11 @@ static const struct {
 
 static const char *const algo_names[] = {"auto", "sme", "hier", "mpi"};
 
+/* The set-up cache's keyval: made at the first set-up and kept for the life of the process (not
+ * freed by mln_finalize), so that after mln_finalize and mln_init a communicator's cached set-up
+ * is found again.  Freeing it at mln_finalize left every set-up cached on a communicator of the
+ * caller's in place (attributes stay until their communicator is freed) and made a new one with
+ * a new window at the next mln_init: one more shared window per cycle. */
 static int keyval = MPI_KEYVAL_INVALID;
 static mln_bcast_algo_t last_algo = MLN_BCAST_MPI;
 static int last_leaders = 0;
@@ -259,6 +264,8 @@ static mln_status_t setup_new(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
     setups_alive++;
     b->node = MPI_COMM_NULL;
     b->win = MPI_WIN_NULL;
+    b->cfg_leaders = cfg->bcast_leaders;
+    b->cfg_node_size = cfg->node_size;
     MPI_Comm_rank(comm, &b->rank);
     MPI_Comm_size(comm, &b->size);
     MLN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &b->node),
@@ -305,7 +312,11 @@ err:
     return st;
 }
 
-/* The set-up of comm: from its attribute, else made now (collective) and cached. */
+/*
+ * The set-up of comm: from its attribute, else made now (collective) and cached.  One cached
+ * under other tunables (an mln_init since, with another MLN_BCAST_LEADERS or MLN_NODE_SIZE) is
+ * freed and made again: every rank of comm has the same tunables, so all do it in the same call.
+ */
 static mln_status_t setup_get(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_setup_t **out)
 {
     mln_status_t st = MLN_OK;
@@ -315,8 +326,14 @@ static mln_status_t setup_get(MPI_Comm comm, const mln_config_t *cfg, mln_bcast_
         MLN_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, setup_delete, &keyval, NULL),
                       st, out);
     MLN_MPI_CHECK(MPI_Comm_get_attr(comm, keyval, out, &flag), st, out);
-    if (flag)
+    if (flag && (*out)->cfg_leaders == cfg->bcast_leaders &&
+        (*out)->cfg_node_size == cfg->node_size)
         return MLN_OK;
+    if (flag) {
+        MLN_DEBUG("mln_bcast: the set-up cached on the communicator was made for other tunables: "
+                  "made again");
+        MLN_MPI_CHECK(MPI_Comm_delete_attr(comm, keyval), st, out); /* setup_delete frees it */
+    }
     MLN_CHECK(setup_new(comm, cfg, out), st, out);
     if (MPI_Comm_set_attr(comm, keyval, *out) != MPI_SUCCESS) {
         setup_free(*out);
@@ -484,13 +501,13 @@ static int small_bcast(void *buf, int64_t count, MPI_Datatype dt, int root, MPI_
     return 1;
 }
 
+/* small_keyval stays for the life of the process, as `keyval` does: a new one at each mln_init
+ * would leave one more attribute of the last one on every communicator remembered. */
 static void small_fini(void)
 {
     for (int i = 0; i < SMALL_COMMS; i++)
         small_comms[i].comm = MPI_COMM_NULL;
     small_ntypes = 0;
-    if (small_keyval != MPI_KEYVAL_INVALID) /* attributes left on live communicators stay */
-        MPI_Comm_free_keyval(&small_keyval);
 }
 
 /* The root's data into the window (packed when not contiguous), or the window into buf. */
@@ -629,6 +646,12 @@ out:
     return st;
 }
 
+/*
+ * The keyvals stay (see `keyval`): set-ups cached on the caller's communicators live until
+ * those are freed, and are found again after the next mln_init.  A set-up refers to nothing
+ * mln_finalize frees (its communicators, window and arrays are its own; it keeps the tunables
+ * it was made for as values), so its delete callback may run at any time, library up or down.
+ */
 void mln_bcast_fini(void)
 {
     void *cached = NULL;
@@ -638,7 +661,6 @@ void mln_bcast_fini(void)
     if (keyval == MPI_KEYVAL_INVALID)
         return;
     MPI_Comm_get_attr(MPI_COMM_WORLD, keyval, &cached, &flag);
-    if (flag) /* freed here, while MPI still runs; other communicators free theirs */
+    if (flag) /* freed here, while MPI still runs (MPI_Finalize need not free it) */
         MPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
-    MPI_Comm_free_keyval(&keyval);
 }

@@ -22,6 +22,8 @@ typedef struct mln_bcast_setup {
     int yield;        /* my node has more processes than cores: waits yield the core */
     MPI_Comm *ep;     /* ep[j], j < leaders: local rank j of every node, ranked by node id;
                          MPI_COMM_NULL where I am not local rank j */
+    int64_t cfg_leaders, cfg_node_size; /* the tunables it was made for (MLN_BCAST_LEADERS,
+                                           MLN_NODE_SIZE): made again when they change */
 
     /* The node's window: two halves of `half` bytes, used by calls in turn, so that a call
      * never writes where the previous one may still be read (B4).  Allocated by local rank 0;
@@ -52,7 +54,8 @@ mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm
  * not yet freed, whatever mln_init cycle made them. */
 int mln_bcast_alive(int *windows);
 
-/* Frees the set-up cache's keyval and what hangs on MPI_COMM_WORLD (at mln_finalize). */
+/* At mln_finalize: frees the set-up cached on MPI_COMM_WORLD; the keyvals and the set-ups on
+ * other communicators stay (freed with their communicators, found again after mln_init). */
 void mln_bcast_fini(void);
 
 #endif /* MLN_BCAST_INT_H */

@@ -24,9 +24,13 @@
  * Sub-tests: roots (every root, sizes around the threshold), large (64 MiB; 8 Mi + 3 MPI_INT),
  * types (a vector type: the gaps stay untouched), sequence (20 calls back to back, roots and
  * sizes changing), comms (dup, halves, reversed ranks, freed and made again), args (refused
- * arguments and intercommunicators return a status, on every rank, without communicating).
+ * arguments and intercommunicators return a status, on every rank, without communicating),
+ * cycles (mln_finalize / mln_init with a communicator kept across: its set-up is found again,
+ * set-ups and windows do not grow; made again when MLN_BCAST_LEADERS changes).
  */
 #include "stripe_check.h"
+
+#include "../bcast/bcast_int.h" /* mln_bcast_alive: set-ups and windows of the process */
 
 #include <signal.h>
 #include <stdint.h>
@@ -321,6 +325,73 @@ static void t_comms(bctx_t *b)
     bcast_on(b, &b->t.comm, 0, "comms: base communicator after the others");
 }
 
+/* mln_finalize, then mln_init: the base communicator (mln_comm_world) is a new one. */
+static void reinit(bctx_t *b, const char *what)
+{
+    mln_finalize();
+    if (mln_init() != MLN_OK) {
+        printf("FAIL cycles: rank %d: mln_init failed (%s)\n", b->t.rank, what);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    b->t.comm = mln_comm_world();
+}
+
+/*
+ * mln_finalize / mln_init cycles with a communicator of the caller's kept across them (a dup):
+ * a broadcast above the threshold on it in every cycle, checked, and then as many set-ups and
+ * shared windows alive in the process in every cycle as in the second (the first also counts
+ * the base communicator's, freed with it by mln_finalize): the set-up cached on the dup is
+ * found again, not made anew beside the one the last cycle left.  Then MLN_BCAST_LEADERS
+ * changed between cycles: the set-up is made again for it (what ran says so), in place of the
+ * old one; and the dup freed takes its set-up and window with it.
+ */
+static void t_cycles(bctx_t *b)
+{
+    enum { CYCLES = 4 };
+    const int64_t big = b->t.thr > 2 * MIB ? b->t.thr + 5 : 2 * MIB + 5;
+    int setups[CYCLES], windows[CYCLES], s_free = 0, w_free = 0, leaders = 0;
+    char label[96], num[32];
+    uint8_t *buf = xmalloc(big);
+    MPI_Comm comm;
+    shape_t s;
+
+    MPI_Comm_dup(b->t.comm, &comm);
+    s = shape_of(b, comm);
+    for (int c = 0; c < CYCLES; c++) {
+        snprintf(label, sizeof(label), "cycles: mln_init number %d", c + 1);
+        bcast_bytes(b, comm, &s, big, c % b->t.size, label);
+        setups[c] = mln_bcast_alive(&windows[c]);
+        if (c > 0 && (setups[c] != setups[1] || windows[c] != windows[1]))
+            fail(&b->t, "%s: %d set-ups and %d windows alive, %d and %d after the second", label,
+                 setups[c], windows[c], setups[1], windows[1]);
+        reinit(b, label);
+    }
+    /* fewer leaders than the set-up was made for: hier (L = 1) where sme ran */
+    setenv("MLN_BCAST_LEADERS", "1", 1);
+    reinit(b, "MLN_BCAST_LEADERS=1");
+    buf[0] = 1;
+    if (expect(&b->t, mln_bcast(buf, big, MPI_BYTE, 0, comm), MLN_OK,
+               "cycles: MLN_BCAST_LEADERS=1 after a cycle") &&
+        b->algo != MLN_BCAST_MPI && s.nodes > 1 &&
+        (mln_bcast_last_algo(&leaders) != MLN_BCAST_HIER || leaders != 1))
+        fail(&b->t, "cycles: MLN_BCAST_LEADERS=1 after a cycle: %s with %d leaders ran, not hier",
+             algo_name(mln_bcast_last_algo(NULL)), leaders);
+    if (mln_bcast_alive(NULL) != setups[CYCLES - 1])
+        fail(&b->t, "cycles: %d set-ups alive after MLN_BCAST_LEADERS changed, %d before",
+             mln_bcast_alive(NULL), setups[CYCLES - 1]);
+    snprintf(num, sizeof(num), "%d", b->opt->leaders);
+    setenv("MLN_BCAST_LEADERS", num, 1);
+    reinit(b, "MLN_BCAST_LEADERS as before");
+    s_free = mln_bcast_alive(&w_free);
+    MPI_Comm_free(&comm);
+    if (b->algo != MLN_BCAST_MPI &&
+        (mln_bcast_alive(&windows[0]) != s_free - 1 || windows[0] != w_free - (s.nodes > 1)))
+        fail(&b->t, "cycles: the dup freed, %d set-ups and %d windows alive, %d and %d before",
+             mln_bcast_alive(NULL), windows[0], s_free, w_free);
+    free(buf);
+}
+
 /* Bad arguments get a status on every rank, before any communication (no hang, no crash). */
 static void t_refused(bctx_t *b)
 {
@@ -399,8 +470,8 @@ typedef struct subtest {
 } subtest_t;
 
 static const subtest_t subtests[] = {
-    {"roots", t_roots}, {"large", t_large},  {"types", t_types}, {"sequence", t_sequence},
-    {"comms", t_comms}, {"args", t_refused}, {NULL, NULL}};
+    {"roots", t_roots}, {"large", t_large},  {"types", t_types},   {"sequence", t_sequence},
+    {"comms", t_comms}, {"args", t_refused}, {"cycles", t_cycles}, {NULL, NULL}};
 
 static const char *subtest_name(int i)
 {
