@@ -76,6 +76,11 @@ typedef struct mln_halo_ops {
 /* The operations of `mode` (P2P .. RMA_SINGLE); NULL for AUTO or out of range. */
 const mln_halo_ops_t *mln_halo_ops(mln_halo_mode_t mode);
 
+/* Collective over the plan's communicator: fills p->peer, entry k's partner among the entries
+ * of nbrs[k]'s list (peer_index NULL: the occurrence rule), or refuses the lists on every rank
+ * (MLN_ERR_ARG) when they are not mutual (halo_pairs.c). */
+mln_status_t mln_halo_pair(mln_halo_plan_t *p, const int *peer_index);
+
 /* Collective over comm: the outcome of a set-up step on every rank (the highest status code),
  * so that a step that failed on one rank fails on all before the next call that needs them
  * all (halo_modes.c has the rule). */
