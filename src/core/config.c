@@ -164,7 +164,7 @@ static const mln_tunable_t mln_config_table[] = {
      .help = "fault injection for tests: 'setup:RANK[:MODE]' fails a halo mode's set-up on RANK "
              "before its first collective call (every mode without MODE); 'exchange:RANK:I' "
              "fails exchange I of a plan on RANK after its data moved",
-     .offset = offsetof(mln_config_t, halo_fault)},
+     MLN_TUNABLE_FIELD(mln_config_t, halo_fault)},
     {.env = "MLN_NODE_SIZE",
      .type = MLN_TUNABLE_INT,
      .default_value = "0",
