@@ -185,12 +185,13 @@ void t_upto(tctx_t *t)
 
 /* ---- finding 3 ----------------------------------------------------------------------------- */
 
-/* The rank that is `away` sleeps longer than MLN_STRIPE_TIMEOUT in the middle of a 16 MiB
- * message (after a few calls: the CTS came, lanes filled) while its partner waits.  MPI would
- * just be late; so must the library.  Round 0: the sender is away; round 1: the receiver. */
+/* The rank that is `away` sleeps longer than MLN_STRIPE_TIMEOUT in the middle of a 64 MiB
+ * message while its partner waits: it calls mln_stripe_test until the message is under way
+ * (its CTS settled: the request is in DATA state), then sleeps.  MPI would just be late; so
+ * must the library.  Round 0: the sender is away; round 1: the receiver. */
 void t_gap(tctx_t *t)
 {
-    const int64_t n = 16 * MIB + 3;
+    const int64_t n = 64 * MIB + 3;
     const unsigned gap = 2u * (unsigned)t->opt->stripe_timeout + 1u;
 
     if (pair_only(t, "gap"))
@@ -213,13 +214,11 @@ void t_gap(tctx_t *t)
         }
         if (expect(t, rc, MLN_OK, label)) {
             if (away) {
-                for (int i = 0; i < 20; i++) { /* the CTS, the first chunks */
-                    int done = 0;
+                int done = 0;
+                while (!done && req->state != MLN_REQ_DATA)
                     mln_stripe_test(&req, &done, &st);
-                    if (done)
-                        break;
-                    usleep(20000);
-                }
+                if (done) /* then the gap would test nothing */
+                    fail(t, "%s: the message was done before the gap", label);
                 sleep(gap);
             }
             rc = req == MLN_REQUEST_NULL ? MLN_OK : mln_stripe_wait(&req, &st);
