@@ -664,87 +664,34 @@ static int usage(const char *why, int verbose)
     return 2;
 }
 
-static int parse_options(int argc, char **argv, int verbose, options_t *o)
+static int parse_options(int argc, char **argv, int verbose, options_t *o, uint64_t *thr)
 {
-    *o = (options_t){.backend = "tcp",
-                     .tests = "all",
-                     .fault = "reset:0:262144",
-                     .threshold = "256K",
-                     .progress = "call",
-                     .lanes = 4,
-                     .helpers = 1,
-                     .local = 1,
-                     .stripe_timeout = 10,
-                     .watchdog = 120,
-                     .tags = 0,
-                     .fault_rank = 0};
+    const char *why;
+
+    stripe_options_init(o);
     for (int i = 1; i < argc; i++) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int *num = NULL;
+        int taken;
         if (val == NULL)
             return usage("an option without its value", verbose);
-        if (!strcmp(argv[i], "--backend"))
-            o->backend = val;
-        else if (!strcmp(argv[i], "--test"))
+        if (!strcmp(argv[i], "--test"))
             o->tests = val;
         else if (!strcmp(argv[i], "--fault")) {
             o->fault = val;
             o->fault_set = 1;
-        } else if (!strcmp(argv[i], "--tags"))
-            num = &o->tags;
-        else if (!strcmp(argv[i], "--fault-rank"))
-            num = &o->fault_rank;
-        else if (!strcmp(argv[i], "--threshold"))
-            o->threshold = val;
-        else if (!strcmp(argv[i], "--progress") && (!strcmp(val, "call") || !strcmp(val, "thread")))
-            o->progress = val;
-        else if (!strcmp(argv[i], "--lanes"))
-            num = &o->lanes;
-        else if (!strcmp(argv[i], "--helpers"))
-            num = &o->helpers;
-        else if (!strcmp(argv[i], "--local"))
-            num = &o->local;
-        else if (!strcmp(argv[i], "--stripe-timeout"))
-            num = &o->stripe_timeout;
-        else if (!strcmp(argv[i], "--watchdog"))
-            num = &o->watchdog;
-        else
+        } else if ((taken = stripe_option(o, argv[i], val)) == 0)
             return usage("unknown option", verbose);
-        if (num != NULL && parse_count(val, num) != 0)
+        else if (taken < 0)
             return usage("a bad number", verbose);
         i++;
     }
-    if (strcmp(o->backend, "tcp") && strcmp(o->backend, "mpi") && strcmp(o->backend, "helper"))
-        return usage("unknown backend", verbose);
+    if ((why = stripe_options_check(o, thr)) != NULL)
+        return usage(why, verbose);
     if (!list_known(o->tests, subtest_name))
         return usage("unknown sub-test", verbose);
     if (selected(o->tests, &subtests[0]) && strcmp(o->backend, "tcp"))
         return usage("the fault sub-test needs --backend tcp", verbose);
     return 0;
-}
-
-static int set_tunables(const options_t *o, int world_rank)
-{
-    char num[32];
-    int rc = 0;
-
-    rc |= setenv("MLN_STRIPE_BACKEND", o->backend, 1);
-    snprintf(num, sizeof(num), "%d", o->lanes);
-    rc |= setenv("MLN_STRIPE_LANES", num, 1);
-    snprintf(num, sizeof(num), "%d", o->helpers);
-    rc |= setenv("MLN_STRIPE_HELPERS", num, 1);
-    rc |= setenv("MLN_STRIPE_LOCAL", o->local ? "1" : "0", 1);
-    rc |= setenv("MLN_STRIPE_THRESHOLD", o->threshold, 1);
-    snprintf(num, sizeof(num), "%d", o->stripe_timeout);
-    rc |= setenv("MLN_STRIPE_TIMEOUT", num, 1);
-    rc |= setenv("MLN_STRIPE_PROGRESS", o->progress, 1);
-    snprintf(num, sizeof(num), "%d", o->tags);
-    rc |= setenv("MLN_STRIPE_TAGS", num, 1);
-    /* the fault hook on one rank only: by default the sender of the fault sub-test (world rank
-     * 0 is application rank 0) */
-    if ((o->fault_set || selected(o->tests, &subtests[0])) && world_rank == o->fault_rank)
-        rc |= setenv("MLN_STRIPE_FAULT", o->fault, 1);
-    return rc;
 }
 
 /* Runs one sub-test on every application rank; 1 when it passed on all. */
@@ -764,35 +711,21 @@ int main(int argc, char **argv)
     int world_rank, world_size, rc, passed = 0, failed = 0;
     uint64_t thr = 0;
 
-    /* --progress thread: the library's progress thread calls MPI, hence THREAD_MULTIPLE */
-    int want_multiple = 0, provided = 0;
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--progress") && !strcmp(argv[i + 1], "thread"))
-            want_multiple = 1;
-    if (want_multiple)
-        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    else
-        MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    if (want_multiple && provided < MPI_THREAD_MULTIPLE && world_rank == 0)
-        fprintf(stderr, "mpi_stripe: MPI gives thread level %d, not MPI_THREAD_MULTIPLE\n",
-                provided);
+    world_rank = stripe_mpi_init(&argc, &argv, "mpi_stripe");
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    rc = parse_options(argc, argv, world_rank == 0, &opt);
-    if (rc == 0 && mln_parse_size(opt.threshold, &thr) != MLN_OK)
-        rc = usage("a bad --threshold", world_rank == 0);
-    if (rc == 0 && set_tunables(&opt, world_rank) != 0)
+    rc = parse_options(argc, argv, world_rank == 0, &opt, &thr);
+    /* the fault hook on one rank only: by default the sender of the fault sub-test (world rank
+     * 0 is application rank 0) */
+    if (rc == 0 && stripe_tunables_set(&opt, (opt.fault_set || selected(opt.tests, &subtests[0])) &&
+                                                     world_rank == opt.fault_rank
+                                                 ? opt.fault
+                                                 : NULL) != 0)
         rc = usage("setenv failed", 1);
     if (rc != 0) {
         MPI_Finalize();
         return rc;
     }
-    watchdog_install();
-    if (mln_init() != MLN_OK) { /* helper ranks do not come back from here */
-        printf("FAIL init: rank %d: mln_init failed\n", world_rank);
-        fflush(stdout);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    stripe_mln_init(world_rank);
     t.opt = &opt;
     t.comm = mln_comm_world();
     t.thr = (int64_t)thr;

@@ -39,23 +39,32 @@ void fill(uint8_t *buf, int64_t n, int sender, int msg)
     }
 }
 
-/* 1 when buf[0..n) holds message `msg` of `sender`; else records the first wrong byte. */
-int check(tctx_t *t, const uint8_t *buf, int64_t n, int sender, int msg, const char *what)
+int64_t pattern_wrong(const uint8_t *buf, int64_t n, int sender, int msg, int64_t *first)
 {
-    int64_t wrong = 0, first = -1;
+    int64_t wrong = 0;
 
+    *first = -1;
     for (int64_t b = 0; b < n; b += 512) {
         const uint8_t base = (uint8_t)(pat(sender, msg, (uint64_t)b) - (uint8_t)(b * 7));
         const int64_t end = n - b < 512 ? n - b : 512;
         int64_t bad = 0;
         for (int64_t i = 0; i < end; i++)
             bad += buf[b + i] != (uint8_t)((b + i) * 7 + base);
-        if (bad && first < 0)
-            for (int64_t i = 0; first < 0; i++)
+        if (bad && *first < 0)
+            for (int64_t i = 0; *first < 0; i++)
                 if (buf[b + i] != pat(sender, msg, (uint64_t)(b + i)))
-                    first = b + i;
+                    *first = b + i;
         wrong += bad;
     }
+    return wrong;
+}
+
+/* 1 when buf[0..n) holds message `msg` of `sender`; else records the first wrong byte. */
+int check(tctx_t *t, const uint8_t *buf, int64_t n, int sender, int msg, const char *what)
+{
+    int64_t first;
+    const int64_t wrong = pattern_wrong(buf, n, sender, msg, &first);
+
     if (wrong)
         fail(t, "%s: %lld of %lld bytes wrong, first at offset %lld (got 0x%02x, want 0x%02x)",
              what, (long long)wrong, (long long)n, (long long)first, buf[first],
@@ -216,17 +225,26 @@ int parse_count(const char *text, int *out)
     return 0;
 }
 
+void watchdog_arm(unsigned limit, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(watchdog_msg, sizeof(watchdog_msg), fmt, ap);
+    va_end(ap);
+    alarm(limit);
+}
+
 double subtest_begin(tctx_t *t, const char *name, unsigned limit)
 {
     double t0;
 
-    snprintf(watchdog_msg, sizeof(watchdog_msg),
-             "FAIL %s: rank %d: not done within %u s (hang; --watchdog)\n", name, t->rank, limit);
     t->ok = 1;
     t->why[0] = '\0';
     MPI_Barrier(t->comm);
     t0 = MPI_Wtime();
-    alarm(limit);
+    watchdog_arm(limit, "FAIL %s: rank %d: not done within %u s (hang; --watchdog)\n", name,
+                 t->rank, limit);
     return t0;
 }
 
@@ -254,10 +272,9 @@ int finalize_checked(tctx_t *t)
 {
     int failed = 0;
 
-    snprintf(watchdog_msg, sizeof(watchdog_msg),
-             "FAIL finalize: rank %d: mln_finalize + MPI_Finalize not done within 60 s (hang)\n",
-             t->rank);
-    alarm(60);
+    watchdog_arm(
+        60, "FAIL finalize: rank %d: mln_finalize + MPI_Finalize not done within 60 s (hang)\n",
+        t->rank);
     if (mln_finalize() != MLN_OK) {
         fprintf(stderr, "%s: rank %d: mln_finalize failed\n", t->prog ? t->prog : "mpi_stripe",
                 t->rank);
@@ -266,4 +283,110 @@ int finalize_checked(tctx_t *t)
     MPI_Finalize();
     alarm(0);
     return failed;
+}
+
+/* ---- options and start-up shared by the striped tests ------------------------------------- */
+
+void stripe_options_init(options_t *o)
+{
+    *o = (options_t){.backend = "tcp",
+                     .tests = "all",
+                     .fault = "reset:0:262144",
+                     .threshold = "256K",
+                     .progress = "call",
+                     .lanes = 4,
+                     .helpers = 1,
+                     .local = 1,
+                     .stripe_timeout = 10,
+                     .watchdog = 120,
+                     .tags = 0,
+                     .fault_rank = 0};
+}
+
+int stripe_option(options_t *o, const char *name, const char *val)
+{
+    int *num = NULL;
+
+    if (!strcmp(name, "--backend"))
+        o->backend = val;
+    else if (!strcmp(name, "--threshold"))
+        o->threshold = val;
+    else if (!strcmp(name, "--progress") && (!strcmp(val, "call") || !strcmp(val, "thread")))
+        o->progress = val;
+    else if (!strcmp(name, "--lanes"))
+        num = &o->lanes;
+    else if (!strcmp(name, "--helpers"))
+        num = &o->helpers;
+    else if (!strcmp(name, "--local"))
+        num = &o->local;
+    else if (!strcmp(name, "--stripe-timeout"))
+        num = &o->stripe_timeout;
+    else if (!strcmp(name, "--watchdog"))
+        num = &o->watchdog;
+    else if (!strcmp(name, "--tags"))
+        num = &o->tags;
+    else if (!strcmp(name, "--fault-rank"))
+        num = &o->fault_rank;
+    else
+        return 0;
+    return num != NULL && parse_count(val, num) != 0 ? -1 : 1;
+}
+
+const char *stripe_options_check(const options_t *o, uint64_t *threshold)
+{
+    if (strcmp(o->backend, "tcp") && strcmp(o->backend, "mpi") && strcmp(o->backend, "helper"))
+        return "unknown backend";
+    if (mln_parse_size(o->threshold, threshold) != MLN_OK)
+        return "a bad --threshold";
+    return NULL;
+}
+
+int stripe_tunables_set(const options_t *o, const char *fault)
+{
+    char num[32];
+    int rc = 0;
+
+    rc |= setenv("MLN_STRIPE_BACKEND", o->backend, 1);
+    snprintf(num, sizeof(num), "%d", o->lanes);
+    rc |= setenv("MLN_STRIPE_LANES", num, 1);
+    snprintf(num, sizeof(num), "%d", o->helpers);
+    rc |= setenv("MLN_STRIPE_HELPERS", num, 1);
+    rc |= setenv("MLN_STRIPE_LOCAL", o->local ? "1" : "0", 1);
+    rc |= setenv("MLN_STRIPE_THRESHOLD", o->threshold, 1);
+    snprintf(num, sizeof(num), "%d", o->stripe_timeout);
+    rc |= setenv("MLN_STRIPE_TIMEOUT", num, 1);
+    rc |= setenv("MLN_STRIPE_PROGRESS", o->progress, 1);
+    snprintf(num, sizeof(num), "%d", o->tags);
+    rc |= setenv("MLN_STRIPE_TAGS", num, 1);
+    if (fault != NULL)
+        rc |= setenv("MLN_STRIPE_FAULT", fault, 1);
+    return rc;
+}
+
+int stripe_mpi_init(int *argc, char ***argv, const char *prog)
+{
+    int want_multiple = 0, provided = 0, rank = 0;
+
+    /* --progress thread: the library's progress thread calls MPI, hence THREAD_MULTIPLE */
+    for (int i = 1; i + 1 < *argc; i++)
+        if (!strcmp((*argv)[i], "--progress") && !strcmp((*argv)[i + 1], "thread"))
+            want_multiple = 1;
+    if (want_multiple)
+        MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (want_multiple && provided < MPI_THREAD_MULTIPLE && rank == 0)
+        fprintf(stderr, "%s: MPI gives thread level %d, not MPI_THREAD_MULTIPLE\n", prog, provided);
+    return rank;
+}
+
+void stripe_mln_init(int world_rank)
+{
+    watchdog_install();
+    if (mln_init() != MLN_OK) { /* helper ranks do not come back from here */
+        printf("FAIL init: rank %d: mln_init failed\n", world_rank);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
 }

@@ -49,6 +49,8 @@ void fail(tctx_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 void fill(uint8_t *buf, int64_t n, int sender, int msg);
 /* 1 when buf holds the pattern; else records the first wrong offset and returns 0. */
 int check(tctx_t *t, const uint8_t *buf, int64_t n, int sender, int msg, const char *what);
+/* How many bytes of buf[0..n) are not message `msg` of `sender`; *first: the first (-1: none). */
+int64_t pattern_wrong(const uint8_t *buf, int64_t n, int sender, int msg, int64_t *first);
 void *xmalloc(int64_t n);
 int expect(tctx_t *t, mln_status_t got, mln_status_t want, const char *what);
 int check_status(tctx_t *t, const MPI_Status *st, int src, int tag, int64_t bytes,
@@ -62,6 +64,8 @@ void both_directions(tctx_t *t, void (*body)(tctx_t *, int sender));
 
 /* SIGALRM ends the job with the armed "FAIL ... (hang)" line instead of letting it hang. */
 void watchdog_install(void);
+/* Arms the watchdog: after `limit` seconds it prints the formatted line and ends the process. */
+void watchdog_arm(unsigned limit, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 when `name` is in the comma-separated list, or the list says "all" and in_all is set. */
 int list_has(const char *list, const char *name, int in_all);
 /* 1 when every name in the list is "all" or name_of(i) for some i (NULL past the last). */
@@ -76,6 +80,26 @@ double subtest_begin(tctx_t *t, const char *name, unsigned limit);
 int subtest_end(tctx_t *t, const char *name, double t0);
 /* mln_finalize and MPI_Finalize under a 60 s watchdog; returns 1 when mln_finalize failed. */
 int finalize_checked(tctx_t *t);
+
+/* ---- options and start-up of the striped tests (mpi_stripe.c, mpi_stripe_diff.c) --------------
+ */
+
+/* The defaults: backend tcp, 4 lanes, 1 helper, local 1, threshold 256K, timeout 10 s, ... */
+void stripe_options_init(options_t *o);
+/* Takes `name val` when it is one of --backend --threshold --progress --lanes --helpers --local
+ * --stripe-timeout --watchdog --tags --fault-rank: 1 when taken, 0 when not one of them, -1 for
+ * a bad value. */
+int stripe_option(options_t *o, const char *name, const char *val);
+/* NULL when the options make sense (then *threshold is the threshold in bytes), else why not. */
+const char *stripe_options_check(const options_t *o, uint64_t *threshold);
+/* Sets the MLN_STRIPE_* tunables from the options (and MLN_STRIPE_FAULT unless fault is NULL)
+ * for mln_init to read; non-zero when setenv failed. */
+int stripe_tunables_set(const options_t *o, const char *fault);
+/* MPI_Init, or MPI_Init_thread(MPI_THREAD_MULTIPLE) when argv has --progress thread; returns
+ * the rank in MPI_COMM_WORLD. */
+int stripe_mpi_init(int *argc, char ***argv, const char *prog);
+/* Installs the watchdog and calls mln_init; a failure prints "FAIL init" and aborts the job. */
+void stripe_mln_init(int world_rank);
 
 /* The edge sub-tests (mpi_stripe_edges.c). */
 void t_args(tctx_t *t);
