@@ -9,7 +9,9 @@
  * deterministic (every receive names its source) a striped receive must equal its MPI twin byte
  * for byte, status for status; where it is not (MPI_ANY_SOURCE), the message each receive got is
  * identified by its payload and checked: sent to this rank on that class, received once, in
- * order per sender, and equal to MPI's receive of the same message.
+ * order per sender, and equal to MPI's receive of the same message.  The order in which
+ * requests complete is not compared (MPI leaves it open); matching order is, and every request
+ * must be complete and freed when its wait, waitall or test says so.
  */
 #ifndef MLN_DIFF_H
 #define MLN_DIFF_H
@@ -31,6 +33,16 @@ typedef struct diff_rng {
 uint64_t rng_next(diff_rng_t *g);
 uint64_t rng_below(diff_rng_t *g, uint64_t n); /* 0 .. n - 1 (0 when n is 0) */
 int rng_chance(diff_rng_t *g, double p);
+
+/* The `msg` argument of fill()/pat() for message `id`: pat() sees only msg mod 256, so the id
+ * is hashed (ids 1024 or 65536 apart, as the library's inline tags repeat, must differ). */
+static inline int diff_pattern_id(int64_t id)
+{
+    uint64_t z = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+    return (int)((z ^ (z >> 32)) & 0x7fffffff);
+}
 
 /* ---- datatypes: a base type in one of several layouts --------------------------------------- */
 
@@ -80,7 +92,7 @@ typedef struct diff_state {
 typedef enum diff_round_kind { ROUND_MIXED, ROUND_BIG, ROUND_BURST } diff_round_kind_t;
 
 typedef struct diff_msg {
-    int64_t id; /* the payload is fill(src, id): it names the message */
+    int64_t id; /* the payload is fill(src, diff_pattern_id(id)): it names the message */
     int src, dst, comm, tag, base, lay;
     int64_t count, n; /* sender's count, and base elements n = count x k */
     int blocking;     /* mln_stripe_send / MPI_Send instead of isend */

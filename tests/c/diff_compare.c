@@ -54,12 +54,12 @@ static const char *tag_name(int tag, char *buf, size_t len)
     return buf;
 }
 
-static void describe_msg(const diff_ctx_t *c, const diff_round_t *r, int i, char *buf, size_t len)
+static void describe_msg(const diff_round_t *r, int i, char *buf, size_t len)
 {
-    const diff_msg_t *m = &r->msg[i];
+    const diff_msg_t *m = i >= 0 ? &r->msg[i] : NULL;
     char d[16];
 
-    if (i < 0) {
+    if (m == NULL) {
         snprintf(buf, len, "no message");
         return;
     }
@@ -67,7 +67,6 @@ static void describe_msg(const diff_ctx_t *c, const diff_round_t *r, int i, char
              (long long)m->id, m->src, rank_name(m->dst, d, sizeof(d)), m->comm, m->tag,
              (long long)m->count, diff_type_name(m->base, m->lay),
              (long long)(m->n * diff_bsize[m->base]), m->blocking ? "blocking send" : "isend");
-    (void)c;
 }
 
 static void describe_recv(const diff_round_t *r, int j, char *buf, size_t len)
@@ -81,9 +80,10 @@ static void describe_recv(const diff_round_t *r, int j, char *buf, size_t len)
              v->late ? ", blocking, after the sends" : "", v->cls >= 0 ? ", ANY_SOURCE class" : "");
 }
 
-/* One operation of the striped side (a) against MPI's (b); what = its description. */
-static void compare_result(diff_ctx_t *c, const char *what, int is_recv, const diff_result_t *a,
-                           const diff_result_t *b)
+/* The calls of one operation, the striped side (a) against MPI's (b): what they returned (a
+ * waitall's return is its group's), the request freed, MPI_ERROR where MPI defines it. */
+static void compare_calls(diff_ctx_t *c, const char *what, const diff_result_t *a,
+                          const diff_result_t *b)
 {
     if (a->post != b->post)
         diff_mismatch(c, "%s: the post returned %s, MPI %s", what, mln_status_str(a->post),
@@ -98,8 +98,16 @@ static void compare_result(diff_ctx_t *c, const char *what, int is_recv, const d
     if (b->err_defined && a->err != b->err)
         diff_mismatch(c, "%s: status MPI_ERROR class %d after %s, MPI %d", what, a->err,
                       diff_method_name(a->method), b->err);
-    if (!is_recv)
-        return;
+}
+
+/* What a receive got, the striped side (a) against MPI's (b) of the same message: its own
+ * outcome, the status, every byte of the buffer. */
+static void compare_data(diff_ctx_t *c, const char *what, const diff_result_t *a,
+                         const diff_result_t *b)
+{
+    if (a->ok != b->ok)
+        diff_mismatch(c, "%s: the receive %s, MPI's %s", what, a->ok ? "succeeded" : "failed",
+                      b->ok ? "succeeded" : "failed");
     if (a->src != b->src || a->tag != b->tag)
         diff_mismatch(c, "%s: status source %d tag %d, MPI %d %d", what, a->src, a->tag, b->src,
                       b->tag);
@@ -132,7 +140,8 @@ static int holds(const diff_ctx_t *c, const diff_round_t *r, int j, const diff_r
     uint8_t *tmp;
     const uint8_t *s = diff_stream(c, res->buf, v->base, v->lay, v->count, &tmp);
     int64_t first;
-    const int ok = pattern_wrong(s, n * diff_bsize[v->base], m->src, (int)m->id, &first) == 0;
+    const int ok =
+        pattern_wrong(s, n * diff_bsize[v->base], m->src, diff_pattern_id(m->id), &first) == 0;
 
     free(tmp);
     return ok;
@@ -147,9 +156,24 @@ static void compare_named(diff_ctx_t *c, const diff_round_t *r, int j, const dif
     char what[512], rd[224], md[224];
 
     describe_recv(r, j, rd, sizeof(rd));
-    describe_msg(c, r, v->msg, md, sizeof(md));
+    describe_msg(r, v->msg, md, sizeof(md));
     snprintf(what, sizeof(what), "%s, %s", rd, md);
-    compare_result(c, what, 1, a, b);
+    compare_calls(c, what, a, b);
+    compare_data(c, what, a, b);
+    if (v->msg >= 0 && a->ok && c->mismatches <= c->report &&
+        (a->span != b->span || memcmp(a->buf, b->buf, (size_t)a->span) != 0)) {
+        const int64_t n = a->elems < r->msg[v->msg].n ? a->elems : r->msg[v->msg].n;
+        int first = -1, more = 0;
+        for (int i = 0; i < r->nmsg && !holds(c, r, j, a, v->msg, n); i++) /* a swap: whose? */
+            if (i != v->msg && r->msg[i].dst == c->rank && r->msg[i].base == v->base &&
+                r->msg[i].n >= n && n > 0 && holds(c, r, j, a, i, n))
+                more += first >= 0 ? 1 : (first = i, 0);
+        if (first >= 0)
+            diff_mismatch(c,
+                          "%s: the buffer holds the payload of message #%lld (or of one of %d "
+                          "more with the same pattern)",
+                          what, (long long)r->msg[first].id, more);
+    }
     if (v->msg >= 0 && b->ok) {
         const diff_msg_t *m = &r->msg[v->msg];
         if (b->src != m->src || b->tag != m->tag || b->elems != m->n ||
@@ -206,7 +230,7 @@ static void identify_class(diff_ctx_t *c, const diff_round_t *r, int k, const in
             const int e = order[b];
             if (r->recv[e].cls == k && ids[e] >= 0 && r->msg[ids[e]].src == r->msg[ids[j]].src &&
                 r->msg[ids[e]].pos > r->msg[ids[j]].pos) {
-                describe_msg(c, r, ids[j], md, sizeof(md));
+                describe_msg(r, ids[j], md, sizeof(md));
                 diff_mismatch(c,
                               "%s: %s: holds %s, but receive %d, posted before it, holds the "
                               "later message #%lld of the same sender (non-overtaking)",
@@ -240,12 +264,13 @@ static void compare_classes(diff_ctx_t *c, const diff_round_t *r, const int *ord
                 if (r->recv[order[b]].cls == k && ids_b[order[b]] == ids_a[j])
                     twin = order[b];
             describe_recv(r, j, rd, sizeof(rd));
-            describe_msg(c, r, ids_a[j], md, sizeof(md));
+            describe_msg(r, ids_a[j], md, sizeof(md));
             snprintf(what, sizeof(what), "%s, holding %s", rd, md);
-            if (twin >= 0)
-                compare_result(c, what, 1, &mln->recv[j], &mpi->recv[twin]);
+            compare_calls(c, what, &mln->recv[j], &mpi->recv[j]); /* the same receive */
+            if (twin >= 0) /* MPI's receive of the same message */
+                compare_data(c, what, &mln->recv[j], &mpi->recv[twin]);
             else if (ids_a[j] < 0 && !mln->recv[j].ok)
-                compare_result(c, what, 1, &mln->recv[j], &mpi->recv[j]);
+                compare_data(c, what, &mln->recv[j], &mpi->recv[j]);
         }
     }
     free(claimed);
@@ -265,8 +290,8 @@ void diff_compare_round(diff_ctx_t *c, const diff_round_t *r, const diff_side_t 
         if (op->kind == OP_IRECV || op->kind == OP_RECV)
             order[norder++] = op->index;
         if (op->kind == OP_ISEND || op->kind == OP_SEND) {
-            describe_msg(c, r, op->index, what, sizeof(what));
-            compare_result(c, what, 0, &mln->send[op->index], &mpi->send[op->index]);
+            describe_msg(r, op->index, what, sizeof(what));
+            compare_calls(c, what, &mln->send[op->index], &mpi->send[op->index]);
         }
     }
     for (int a = 0; a < norder; a++)

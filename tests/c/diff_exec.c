@@ -195,10 +195,10 @@ uint8_t **diff_send_buffers(const diff_ctx_t *c, const diff_round_t *r)
         bufs[i] = xmalloc(span);
         fill(bufs[i], span, 0x77, (int)m->id); /* what is not the message's: holes, slack */
         if (diff_contig[m->lay]) {
-            fill(bufs[i] + c->types.lb[m->base][m->lay], bytes, m->src, (int)m->id);
+            fill(bufs[i] + c->types.lb[m->base][m->lay], bytes, m->src, diff_pattern_id(m->id));
         } else {
             uint8_t *stream = xmalloc(bytes);
-            fill(stream, bytes, m->src, (int)m->id);
+            fill(stream, bytes, m->src, diff_pattern_id(m->id));
             relayout(c, stream, m->n, c->types.t[m->base][LAY_PLAIN], bufs[i], m->count,
                      c->types.t[m->base][m->lay]);
             free(stream);
