@@ -4,7 +4,9 @@ The C test program mpi_stripe (tests/c/mpi_stripe.c: MPI's semantics, every byte
 between two sites with the tcp backend and with helper ranks (one per host); a lane reset
 mid-message fails that message on both sides in bounded time and later messages still arrive;
 and `multilane bench stripe` gives a valid, passing result whose bytes crossed the emulated
-link.  Striping is left to the library's site detection (--local 0): the peer is remote."""
+link; the differential test (tests/c/mpi_stripe_diff.c) finds every receive equal to MPI's with
+every backend.  Striping is left to the library's site detection (--local 0): the peer is
+remote."""
 
 from __future__ import annotations
 
@@ -84,6 +86,28 @@ def test_mpi_stripe_across_sites(bed: tuple[dict[str, str], Path], mpi: str, bac
     assert "2 application ranks of " + str(2 * ppn) in out
     if crossed is not None:
         assert crossed >= ALL_PAYLOAD_MIN, f"only {crossed} B crossed the emulated link"
+
+
+# mpi_stripe_diff across the sites, every backend: (ranks per host, arguments); a fixed seed.
+DIFF_BACKENDS = {
+    "tcp": (1, ("--backend", "tcp", "--lanes", "4")),
+    "mpi": (1, ("--backend", "mpi", "--lanes", "3")),
+    "helper": (2, ("--backend", "helper", "--helpers", "1")),
+}
+DIFF_ARGS = ("--seed", "201", "--ops", "300", "--threshold", "64K", "--max-size", "2M")
+
+
+@pytest.mark.parametrize("backend", list(DIFF_BACKENDS))
+@pytest.mark.parametrize("mpi", MPIS)
+def test_mpi_stripe_diff_across_sites(bed: tuple[dict[str, str], Path], mpi: str, backend: str):
+    """The differential test between two sites: the same random operations through
+    mln_stripe_* and through MPI, every receive's bytes and status equal (it prints the seed and
+    the first mismatches otherwise)."""
+    ppn, args = DIFF_BACKENDS[backend]
+    program = [str(built_program(mpi, "mpi_stripe_diff")), "--local", "0", *args, *DIFF_ARGS]
+    status, out, _, _ = run_across_testbed(bed, mpi, program, ppn, RUN_TIMEOUT_S)
+    assert status == 0 and "mismatches=0: PASS" in out, out[-3000:]
+    assert f"backend {backend}," in out and "2 application ranks of " + str(2 * ppn) in out
 
 
 @pytest.mark.parametrize("mpi", MPIS)
