@@ -503,9 +503,15 @@ static void mreq_done(mln_stripe_t *s, mln_req_t *r, int rc, const MPI_Status *m
 {
     if (rc != MPI_SUCCESS) { /* only with MPI_ERRORS_RETURN on the user's communicator */
         if (!r->is_send && r->state == MLN_REQ_HDR && mpi_error(rc) == MLN_ERR_TRUNCATE) {
+            MPI_Count n = (MPI_Count)r->cap;
+            /* the count MPI gives a truncated message is its own choice (Open MPI: the
+             * message's size; MPICH: the buffer's): passed on as it is */
+            MPI_Get_elements_x(mst, MPI_BYTE, &n);
+            if (r->use_small && n <= MLN_STRIPE_HDR_SIZE) /* MPI's buffer was our header room */
+                n = (MPI_Count)r->cap;
             r->st_source = mst->MPI_SOURCE;
             r->st_tag = mst->MPI_TAG;
-            r->st_bytes = r->cap;
+            r->st_bytes = n >= 0 ? (uint64_t)n : r->cap;
             if (r->use_small) /* the first bytes landed in the header room */
                 memcpy(r->buf, r->small, (size_t)r->cap);
             mln_stripe_req_finish(s, r, MLN_ERR_TRUNCATE);

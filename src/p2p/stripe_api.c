@@ -19,13 +19,15 @@ mln_stripe_t *mln_stripe_engine(void)
 
 static void status_fill(const mln_req_t *r, MPI_Status *status)
 {
-    if (status == MPI_STATUS_IGNORE || r->is_send)
+    if (status == MPI_STATUS_IGNORE)
         return;
-    status->MPI_SOURCE = r->st_source;
-    status->MPI_TAG = r->st_tag;
     status->MPI_ERROR = r->result == MLN_OK             ? MPI_SUCCESS
                         : r->result == MLN_ERR_TRUNCATE ? MPI_ERR_TRUNCATE
                                                         : MPI_ERR_OTHER;
+    if (r->is_send) /* MPI defines only the error of a send's status */
+        return;
+    status->MPI_SOURCE = r->st_source;
+    status->MPI_TAG = r->st_tag;
     MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)r->st_bytes);
     MPI_Status_set_cancelled(status, 0);
 }
