@@ -446,8 +446,10 @@ static mln_status_t passive_setup(mln_halo_plan_t *p)
     MLN_CHECK(rma_setup(p, 1, 2, 1), st, out);
     MLN_MPI_CHECK(MPI_Win_lock_all(0, p->win[0]), st, locked);
     /* the counters start at 0: stored before anyone can reach them (the agreement, which no
-     * rank leaves before all have entered it), the one local store into the window */
-    memset(p->base[0] + p->ctr, 0, 16 * (size_t)p->nnbrs);
+     * rank leaves before all have entered it), the one local store into the window (none
+     * without neighbours: the window may then be empty, and its base NULL) */
+    if (p->nnbrs > 0)
+        memset(p->base[0] + p->ctr, 0, 16 * (size_t)p->nnbrs);
     MLN_MPI_CHECK(MPI_Win_sync(p->win[0]), st, locked);
 locked:
     st = mln_halo_agree(p->comm, st);
