@@ -1,6 +1,7 @@
 # Multilane top-level Makefile.  The two quick-start commands:
 #   make demo   set everything up and run the main experiment (seed 000 on the test bed; root)
 #   make test   set everything up, lint, and run the C (ctest) and Python (pytest) suites
+#               (and a subset of the C tests under the sanitizers: make test-asan runs them all)
 # Everything is idempotent: a second run only rebuilds what changed.
 
 SHELL       := /bin/bash
@@ -23,8 +24,8 @@ MULTILANE := $(VENV)/bin/multilane
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
 
-.PHONY: all setup system deps venv build demo demo-local test test-c test-python lint format install \
-        clean distclean help
+.PHONY: all setup system deps venv build build-asan demo demo-local test test-c test-asan \
+        test-asan-ci test-python lint format install clean distclean help
 
 all: build
 
@@ -32,7 +33,8 @@ help:
 	@echo "make demo       set up, then run scenarios/seed000-stripe.toml (root: the emulated WAN;"
 	@echo "                striped lanes vs stock Open MPI and MPICH vs iperf3, ~13 minutes)"
 	@echo "make demo-local set up, then run scenarios/pt2pt-local.toml (Open MPI vs MPICH, shm vs tcp)"
-	@echo "make test       set up, lint, ctest for every MPI, pytest"
+	@echo "make test       set up, lint, ctest for every MPI, a sanitizer subset of it, pytest"
+	@echo "make test-asan  every C test under ASan + UBSan (+ LSan), per MPI in build/<mpi>-asan"
 	@echo "make build      build libmultilane, bench/ and tests for each MPI in MPIS ($(MPIS))"
 	@echo "make install    install MPI=$(MPI)'s build into PREFIX=$(PREFIX)"
 	@echo "make lint       clang-format and ruff checks;  make format  fixes formatting"
@@ -57,20 +59,30 @@ $(VENV_STAMP): pyproject.toml | system
 
 venv: $(VENV_STAMP)
 
-# ---- C build: one folder per MPI ----------------------------------------------------------
+# ---- C build: one folder per MPI and flavour ----------------------------------------------
 USER_MPICC := $(if $(MPICC),$(MPICC),$(MPI_HOME)/bin/mpicc)
 
-build: deps
+# $(call mln_build,SUFFIX,CMAKE_ARGS): configure and build build/<mpi>SUFFIX for each MPI in MPIS.
+define mln_build
 	@mkdir -p build; set -e; for m in $(MPIS); do \
-	    cc=$(ROOT)/.deps/$$m/bin/mpicc; [ $$m != user ] || cc=$(USER_MPICC); \
-	    cmake -S . -B build/$$m -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
-	          -DCMAKE_INSTALL_PREFIX=$(PREFIX) >build/$$m.configure.log 2>&1 \
-	        || { cat build/$$m.configure.log; echo "multilane: configuring build/$$m failed" >&2; exit 1; }; \
-	    sed -n "s/^-- multilane: /multilane: $$m: /p" build/$$m.configure.log; \
-	    cmake --build build/$$m -j $(JOBS) >build/$$m.build.log 2>&1 \
-	        || { cat build/$$m.build.log; echo "multilane: build for $$m failed (log: build/$$m.build.log)" >&2; exit 1; }; \
-	    echo "multilane: built build/$$m"; \
+	    b=$$m$(1); cc=$(ROOT)/.deps/$$m/bin/mpicc; [ $$m != user ] || cc=$(USER_MPICC); \
+	    cmake -S . -B build/$$b -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
+	          -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(2) >build/$$b.configure.log 2>&1 \
+	        || { cat build/$$b.configure.log; echo "multilane: configuring build/$$b failed" >&2; exit 1; }; \
+	    sed -n "s/^-- multilane: /multilane: $$b: /p" build/$$b.configure.log; \
+	    cmake --build build/$$b -j $(JOBS) >build/$$b.build.log 2>&1 \
+	        || { cat build/$$b.build.log; echo "multilane: build for $$b failed (log: build/$$b.build.log)" >&2; exit 1; }; \
+	    echo "multilane: built build/$$b"; \
 	done
+endef
+
+build: deps
+	$(call mln_build,,)
+
+# The sanitizer flavour: every target built with -fsanitize=$(SANITIZE), in build/<mpi>-asan.
+SANITIZE ?= address,undefined
+build-asan: deps
+	$(call mln_build,-asan,-DMLN_SANITIZE=$(SANITIZE))
 
 setup: build venv
 
@@ -85,13 +97,27 @@ demo: setup
 demo-local: setup
 	@$(MULTILANE) run scenarios/pt2pt-local.toml
 
-test: setup lint test-c test-python
+test: setup lint test-c test-asan-ci test-python
+
+# $(call mln_ctest,SUFFIX,MPI,CTEST_ARGS): the C tests of build/MPI SUFFIX, under one header line.
+mln_ctest = echo "== ctest: $(2)$(1)$(if $(3), ($(3)))"; \
+	ctest --test-dir build/$(2)$(1) --output-on-failure --timeout 300 -j 1 $(3)
 
 test-c: build
-	@set -e; for m in $(MPIS); do \
-	    echo "== ctest: $$m"; \
-	    ctest --test-dir build/$$m --output-on-failure --timeout 300 -j 1; \
-	done
+	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,,$(m),);)
+
+# Every C test under the sanitizers (tests/c/sanitizers/: options and MPI's suppressions).
+test-asan: build-asan
+	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,-asan,$(m),);)
+
+# The sanitizer part of make test (CI, about 5 minutes on 2 cores): Open MPI runs every C test
+# but the memory-heavy one (label bigmem: 2 x 2 GiB); MPICH, whose ranks poll without yielding,
+# runs those of at most 2 ranks (names end in _np<ranks>): on a 2-core machine more ranks
+# oversubscribe it and take minutes, sanitizers or not.
+ASAN_CI_openmpi = -LE bigmem
+ASAN_CI_mpich   = -LE bigmem -E '_np([3-9]|[1-9][0-9])$$'
+test-asan-ci: build-asan
+	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,-asan,$(m),$(ASAN_CI_$(m)));)
 
 test-python: setup
 	@$(VENV)/bin/python -m pytest tests/python -ra
