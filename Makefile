@@ -106,14 +106,15 @@ mln_ctest = echo "== ctest: $(2)$(1)$(if $(3), ($(3)))"; \
 test-c: build
 	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,,$(m),);)
 
-# Every C test under the sanitizers (tests/c/sanitizers/: options and MPI's suppressions).
+# Every C test under the sanitizers (docs/SANITIZERS.md: options, MPI's suppressions, times).
 test-asan: build-asan
 	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,-asan,$(m),);)
 
-# The sanitizer part of make test (CI, about 5 minutes on 2 cores): Open MPI runs every C test
-# but the memory-heavy one (label bigmem: 2 x 2 GiB); MPICH, whose ranks poll without yielding,
-# runs those of at most 2 ranks (names end in _np<ranks>): on a 2-core machine more ranks
-# oversubscribe it and take minutes, sanitizers or not.
+# The sanitizer part of make test (CI; 3 minutes on a quiet 2-core machine, builds included;
+# docs/SANITIZERS.md): Open MPI runs every C test but the memory-heavy one (label bigmem:
+# 2 x 2 GiB); MPICH, whose ranks poll without yielding, those of at most 2 ranks (names end
+# in _np<ranks>): on 2 cores more ranks oversubscribe the machine and take minutes,
+# sanitizers or not.
 ASAN_CI_openmpi = -LE bigmem
 ASAN_CI_mpich   = -LE bigmem -E '_np([3-9]|[1-9][0-9])$$'
 test-asan-ci: build-asan
