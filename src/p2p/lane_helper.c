@@ -39,39 +39,54 @@ int mln_helper_is_helper(const mln_stripe_t *s)
     return s->helper != NULL && s->helper->is_helper;
 }
 
+/* Helper i of `host`: the k highest world ranks of every host, in order.  0 when the host
+ * has no more than k ranks (no application rank would be left on it). */
+static int helpers_of_host(const mln_stripe_t *s, int host, int k, int *helpers)
+{
+    int found = 0, on_host = 0;
+
+    for (int r = s->wsize - 1; r >= 0; r--) {
+        if (s->host_of[r] != host)
+            continue;
+        on_host++;
+        if (found < k)
+            helpers[k - 1 - found++] = r;
+    }
+    return on_host > k;
+}
+
 static mln_status_t helper_open(mln_stripe_t *s)
 {
     mln_status_t st = MLN_OK;
     mln_helper_state_t *h;
     int k = (int)s->cfg->stripe_helpers, bad = 0, any_bad = 0;
 
-    MLN_CHECK(mln_mpilane_open(s), st, out);
-    h = calloc(1, sizeof(*h));
-    if (h == NULL)
-        return MLN_ERR_NOMEM;
-    s->helper = h;
-    h->k = k;
-    h->helpers = malloc((size_t)s->nhosts * (size_t)k * sizeof(int));
-    if (h->helpers == NULL)
-        return MLN_ERR_NOMEM;
-    for (int i = 0; i < s->nhosts * k; i++)
-        h->helpers[i] = -1;
-    /* On every host, the k highest world ranks are its helpers. */
-    for (int host = 0; host < s->nhosts; host++) {
-        int found = 0;
-        for (int r = s->wsize - 1; r >= 0 && found < k; r--)
-            if (s->host_of[r] == host)
-                h->helpers[host * k + (k - 1 - found++)] = r;
-        int on_host = 0;
-        for (int r = 0; r < s->wsize; r++)
-            on_host += s->host_of[r] == host;
-        if (on_host <= k)
-            bad = 1;
+    st = mln_mpilane_open(s);
+    h = st == MLN_OK ? calloc(1, sizeof(*h)) : NULL;
+    if (h != NULL) {
+        s->helper = h;
+        h->k = k;
+        h->helpers = malloc((size_t)s->nhosts * (size_t)k * sizeof(int));
     }
-    for (int i = 0; i < k; i++)
-        if (h->helpers[s->host_of[s->wrank] * k + i] == s->wrank)
-            h->is_helper = 1;
+    /* 2: out of memory here; 1: too few ranks on some host.  Agreed before any rank moves on,
+     * so that every rank returns the error and none waits in a collective. */
+    if (h == NULL || h->helpers == NULL) {
+        bad = 2;
+    } else {
+        for (int i = 0; i < s->nhosts * k; i++)
+            h->helpers[i] = -1;
+        for (int host = 0; host < s->nhosts; host++)
+            if (!helpers_of_host(s, host, k, h->helpers + host * k))
+                bad = 1;
+        for (int i = 0; i < k; i++)
+            if (h->helpers[s->host_of[s->wrank] * k + i] == s->wrank)
+                h->is_helper = 1;
+    }
     MLN_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), st, out);
+    if (any_bad == 2) {
+        MLN_ERROR("helper lanes: out of memory on %s", bad == 2 ? "this rank" : "another rank");
+        return MLN_ERR_NOMEM;
+    }
     if (any_bad) {
         if (s->wrank == 0)
             MLN_ERROR("MLN_STRIPE_BACKEND=helper with MLN_STRIPE_HELPERS=%d needs more than %d "
