@@ -8,6 +8,10 @@
  *                      out-of-memory would (the sender gets a NAK)
  *   rabort:N:BYTES     the N-th striped receive fails once BYTES of it landed (RABORT)
  *   sabort:N:BYTES     the N-th striped send fails once BYTES of it went to the lanes (SABORT)
+ *   mute:LANE:BYTES    tcp lane LANE of this rank hears nothing more from the peer (a socket
+ *                      filter drops every packet arriving on it, acknowledgements included)
+ *                      once BYTES payload bytes went out on it: to this rank, the peer's host
+ *                      looks gone, and only the kernel's evidence can tell (tcp_conn.c)
  *
  * N counts from 1; each fault strikes once.
  */
@@ -25,7 +29,8 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
     } kinds[] = {{"reset", MLN_FAULT_RESET, 2},
                  {"nak", MLN_FAULT_NAK, 1},
                  {"rabort", MLN_FAULT_RABORT, 2},
-                 {"sabort", MLN_FAULT_SABORT, 2}};
+                 {"sabort", MLN_FAULT_SABORT, 2},
+                 {"mute", MLN_FAULT_MUTE, 2}};
     unsigned long long a = 0, b = 0;
     char name[16];
     int used = 0, got;
@@ -37,13 +42,15 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(name, kinds[i].name) != 0 || got != 1 + kinds[i].nums || spec[used] != '\0')
             continue;
-        if (kinds[i].kind == MLN_FAULT_RESET ? a >= (unsigned long long)lanes : a == 0)
+        const int lane = kinds[i].kind == MLN_FAULT_RESET || kinds[i].kind == MLN_FAULT_MUTE;
+        if (lane ? a >= (unsigned long long)lanes : a == 0)
             break;
         *out = (mln_fault_t){.kind = kinds[i].kind, .n = a, .bytes = b, .armed = 1};
         return MLN_OK;
     }
-    MLN_ERROR("MLN_STRIPE_FAULT: invalid value '%s' (expected reset:LANE:BYTES with LANE below "
-              "MLN_STRIPE_LANES, nak:N, rabort:N:BYTES or sabort:N:BYTES with N >= 1)",
+    MLN_ERROR("MLN_STRIPE_FAULT: invalid value '%s' (expected reset:LANE:BYTES or "
+              "mute:LANE:BYTES with LANE below MLN_STRIPE_LANES, nak:N, rabort:N:BYTES or "
+              "sabort:N:BYTES with N >= 1)",
               spec);
     return MLN_ERR_CONFIG;
 }
@@ -53,7 +60,7 @@ int mln_fault_begin(mln_fault_t *f, const mln_req_t *r)
     const int recv_fault = f->kind == MLN_FAULT_NAK || f->kind == MLN_FAULT_RABORT;
 
     if (!f->armed || f->target != NULL || (recv_fault ? r->is_send : !r->is_send) ||
-        f->kind == MLN_FAULT_RESET || ++f->seen != f->n)
+        f->kind == MLN_FAULT_RESET || f->kind == MLN_FAULT_MUTE || ++f->seen != f->n)
         return 0;
     if (f->kind == MLN_FAULT_NAK) {
         f->armed = 0;

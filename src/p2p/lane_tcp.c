@@ -117,12 +117,16 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
             c->sent += (uint64_t)n;
         }
         if (t->fault_armed && o->lane == t->fault_lane && o->written >= t->fault_bytes) {
-            struct linger lg = {.l_onoff = 1, .l_linger = 0};
             t->fault_armed = 0;
-            MLN_WARN("MLN_STRIPE_FAULT: resetting tcp lane %d to world rank %d after %llu bytes",
-                     o->lane, peer, (unsigned long long)o->written);
-            setsockopt(o->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-            return -1;
+            if (!t->fault_mute) {
+                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                MLN_WARN("MLN_STRIPE_FAULT: resetting tcp lane %d to world rank %d after %llu "
+                         "bytes",
+                         o->lane, peer, (unsigned long long)o->written);
+                setsockopt(o->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+                return -1;
+            }
+            mln_tcp_mute(o, peer);
         }
         if (c->sent == total) {
             o->head = c->next;

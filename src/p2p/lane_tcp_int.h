@@ -19,6 +19,7 @@
 #define TCP_MAX_PENDING 64         /* accepted connections waiting for their hello */
 #define TCP_HOUSEKEEPING_S 0.1     /* idle: listener and hello deadlines looked at this often */
 #define TCP_EVIDENCE_PERIOD_S 1.0  /* busy: each peer's TCP_INFO looked at this often */
+#define TCP_UNANSWERED 3           /* transmissions unanswered in a row: the peer's host is gone */
 #define TCP_READ_BUDGET (8u << 20) /* bytes read from one socket per pass */
 
 typedef struct tcp_frame {
@@ -61,6 +62,10 @@ typedef struct tcp_out {
     int nqueued;
     uint64_t queued_bytes;
     uint64_t written; /* payload bytes, for MLN_STRIPE_FAULT */
+    /* the kernel's evidence (tcp_conn.c): when the peer's host last acknowledged anything, as
+     * far as we have seen, and the kernel's retransmission count then */
+    double ack_at;
+    uint32_t retrans_at_ack;
 } tcp_out_t;
 
 typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state_t;
@@ -104,13 +109,15 @@ struct mln_tcp_state {
     double housekept;     /* last idle look at the listener */
     double accept_paused; /* out of descriptors: the listener rests until then */
     int warned;           /* connections without a hello were closed (said once) */
-    int fault_lane;       /* MLN_STRIPE_FAULT=reset */
+    int fault_lane;       /* MLN_STRIPE_FAULT=reset or mute */
+    int fault_mute;
     uint64_t fault_bytes;
     int fault_armed;
 };
 
 /* tcp_conn.c */
 mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd);
+void mln_tcp_mute(tcp_out_t *o, int peer);
 /* Starts opening the lanes to peer (without blocking); 0 once they failed for good. */
 int mln_tcp_ready(mln_stripe_t *s, int peer);
 /* Moves the connects in progress on; returns 1 when one did. */

@@ -223,12 +223,13 @@ typedef enum mln_fault_kind {
     MLN_FAULT_RESET,  /* reset:LANE:BYTES - tcp lane LANE resets after BYTES payload bytes */
     MLN_FAULT_NAK,    /* nak:N - the N-th striped receive fails before its CTS */
     MLN_FAULT_RABORT, /* rabort:N:BYTES - the N-th striped receive fails after BYTES landed */
-    MLN_FAULT_SABORT  /* sabort:N:BYTES - the N-th striped send fails after BYTES went out */
+    MLN_FAULT_SABORT, /* sabort:N:BYTES - the N-th striped send fails after BYTES went out */
+    MLN_FAULT_MUTE    /* mute:LANE:BYTES - tcp lane LANE hears nothing more after BYTES */
 } mln_fault_kind_t;
 
 typedef struct mln_fault {
     mln_fault_kind_t kind;
-    uint64_t n;     /* lane (reset) or message ordinal (1 = the first) */
+    uint64_t n;     /* lane (reset, mute) or message ordinal (1 = the first) */
     uint64_t bytes; /* bytes before it strikes */
     uint64_t seen;  /* striped receives (nak, rabort) or sends (sabort) so far */
     int armed;

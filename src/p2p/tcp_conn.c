@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -150,7 +151,8 @@ mln_status_t mln_tcp_open(mln_stripe_t *s)
         MLN_ERROR("tcp lanes: out of memory for %d ranks", s->wsize);
         st = MLN_ERR_NOMEM;
     }
-    if (st == MLN_OK && s->fault.kind == MLN_FAULT_RESET) {
+    if (st == MLN_OK && (s->fault.kind == MLN_FAULT_RESET || s->fault.kind == MLN_FAULT_MUTE)) {
+        t->fault_mute = s->fault.kind == MLN_FAULT_MUTE;
         t->fault_lane = (int)s->fault.n;
         t->fault_bytes = s->fault.bytes;
         t->fault_armed = 1;
@@ -513,6 +515,32 @@ void mln_tcp_pending_expire(mln_stripe_t *s, double now)
 
 /* ---- the kernel's evidence --------------------------------------------------------------- */
 
+/* Has the peer's host left this lane unanswered for limit_ms?  A live host answers every
+ * retransmission and every zero-window probe within a round trip, however long its process
+ * sleeps (a full receive buffer is answered with a zero window).  But the kernel waits longer
+ * and longer between retransmissions and between probes (the wait doubles each time, up to
+ * two minutes), so a live host may go unheard for longer than the limit: time since the last
+ * acknowledgement is no evidence on its own.  Evidence is that time together with
+ * TCP_UNANSWERED transmissions in a row left unanswered (one lost packet is no death): probes
+ * (tcpi_probes counts those sent since the last acknowledgement), or retransmissions counted
+ * since the last acknowledgement we saw arrive (tcpi_total_retrans then and now; those sent
+ * before we first saw that acknowledgement are not counted, so a process that was away learns
+ * later, never wrongly). */
+static int tcp_unanswered(tcp_out_t *o, const struct tcp_info *ti, double now, unsigned limit_ms)
+{
+    const double ack_at = now - ti->tcpi_last_ack_recv / 1000.0;
+
+    if (ack_at > o->ack_at + 0.010) { /* an acknowledgement we had not seen (jiffies: 10 ms) */
+        o->ack_at = ack_at;
+        o->retrans_at_ack = ti->tcpi_total_retrans;
+    }
+    if (ti->tcpi_last_ack_recv < limit_ms)
+        return 0;
+    return ti->tcpi_probes >= TCP_UNANSWERED ||
+           (ti->tcpi_retransmits >= 1 &&
+            ti->tcpi_total_retrans - o->retrans_at_ack >= TCP_UNANSWERED);
+}
+
 void mln_tcp_evidence(mln_stripe_t *s, double now)
 {
     mln_tcp_state_t *t = s->tcp;
@@ -528,20 +556,31 @@ void mln_tcp_evidence(mln_stripe_t *s, double now)
             socklen_t len = sizeof(ti);
             if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
                 continue;
-            /* the kernel retransmits (or probes a zero window) and the peer's host has
-             * acknowledged nothing for the whole timeout; a host that answers probes is alive,
-             * however long its process computes */
-            if ((ti.tcpi_retransmits >= 1 || ti.tcpi_probes >= 2) &&
-                ti.tcpi_last_ack_recv >= limit_ms) {
-                MLN_ERROR("tcp: world rank %d's host acknowledged nothing on lane %d for %u s "
-                          "(MLN_STRIPE_TIMEOUT %lld s): its lanes are closed",
-                          peer, i, ti.tcpi_last_ack_recv / 1000u,
-                          (long long)s->cfg->stripe_timeout);
+            if (tcp_unanswered(&p->out[i], &ti, now, limit_ms)) {
+                MLN_ERROR("tcp: world rank %d's host acknowledged nothing on lane %d for %u ms "
+                          "(MLN_STRIPE_TIMEOUT %lld s; %u probes, %u retransmissions "
+                          "unanswered): its lanes are closed",
+                          peer, i, ti.tcpi_last_ack_recv, (long long)s->cfg->stripe_timeout,
+                          (unsigned)ti.tcpi_probes,
+                          (unsigned)(ti.tcpi_total_retrans - p->out[i].retrans_at_ack));
                 mln_tcp_out_lost(s, peer, MLN_ERR_TIMEOUT);
                 break;
             }
         }
     }
+}
+
+/* MLN_STRIPE_FAULT=mute: a classic BPF program that keeps nothing, so the kernel drops every
+ * segment arriving on this lane before TCP sees it: the peer's acknowledgements never arrive. */
+void mln_tcp_mute(tcp_out_t *o, int peer)
+{
+    struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
+    struct sock_fprog prog = {.len = 1, .filter = &drop};
+
+    MLN_WARN("MLN_STRIPE_FAULT: tcp lane %d to world rank %d hears nothing more after %llu bytes",
+             o->lane, peer, (unsigned long long)o->written);
+    if (setsockopt(o->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == -1)
+        MLN_WARN("MLN_STRIPE_FAULT: SO_ATTACH_FILTER: %s", strerror(errno));
 }
 
 /* ---- for tests --------------------------------------------------------------------------- */
