@@ -28,7 +28,8 @@
 enum { ITERS = 40, MANY = 600 };
 
 static int rank, size, failures;
-static mln_halo_mode_t mode; /* of the cases */
+static const char *auto_iters; /* --auto-iters: MLN_HALO_AUTO_ITERS for the whole run */
+static mln_halo_mode_t mode;   /* of the cases */
 
 static const char *mname(void)
 {
@@ -566,7 +567,10 @@ static void reinit_fault(const char *spec)
         setenv("MLN_HALO_AUTO_ITERS", "1", 1);
     } else {
         unsetenv("MLN_HALO_FAULT");
-        unsetenv("MLN_HALO_AUTO_ITERS");
+        if (auto_iters != NULL)
+            setenv("MLN_HALO_AUTO_ITERS", auto_iters, 1);
+        else
+            unsetenv("MLN_HALO_AUTO_ITERS");
     }
     if (mln_init() != MLN_OK) {
         fail("faults", "mln_init with MLN_HALO_FAULT failed", 0, 0);
@@ -666,8 +670,10 @@ static void t_faults(void)
     t_ring("ring after faults", ITERS);
 }
 
-/* [--modes a,b,...] [--disable LIST]: the modes to run the cases in (default: all, auto
- * last); --disable sets MLN_HALO_DISABLE (none: test the modes disabled on this MPI too). */
+/* [--modes a,b,...] [--disable LIST] [--auto-iters N]: the modes to run the cases in (default:
+ * all, auto last); --disable sets MLN_HALO_DISABLE (none: test the modes disabled on this MPI
+ * too); --auto-iters sets MLN_HALO_AUTO_ITERS (auto's timed iterations per sample: across
+ * hosts the default 30 makes every auto plan cost seconds, and auto makes one per case). */
 static int parse_args(int argc, char **argv, mln_halo_mode_t *modes)
 {
     const char *list = "p2p,neighbor,rma-fence,rma-pscw,rma-passive,rma-single,auto";
@@ -681,7 +687,10 @@ static int parse_args(int argc, char **argv, mln_halo_mode_t *modes)
             list = argv[i + 1];
         else if (strcmp(argv[i], "--disable") == 0)
             setenv("MLN_HALO_DISABLE", argv[i + 1], 1);
-        else
+        else if (strcmp(argv[i], "--auto-iters") == 0) {
+            auto_iters = argv[i + 1];
+            setenv("MLN_HALO_AUTO_ITERS", auto_iters, 1);
+        } else
             return -1;
     }
     snprintf(buf, sizeof(buf), "%s", list);
@@ -702,7 +711,8 @@ int main(int argc, char **argv)
     signal(SIGALRM, watch_fire);
     if ((nmodes = parse_args(argc, argv, modes)) < 0) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpi_halo [--modes p2p,neighbor,...,auto] [--disable LIST]\n");
+            fprintf(stderr, "usage: mpi_halo [--modes p2p,neighbor,...,auto] [--disable LIST] "
+                            "[--auto-iters N]\n");
         MPI_Finalize();
         return 2;
     }
