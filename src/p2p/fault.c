@@ -20,6 +20,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* reset and mute strike a tcp lane (lane_tcp.c), the others a message (stripe.c) */
+static int on_lane(mln_fault_kind_t kind)
+{
+    return kind == MLN_FAULT_RESET || kind == MLN_FAULT_MUTE;
+}
+
 mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
 {
     static const struct {
@@ -42,8 +48,7 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(name, kinds[i].name) != 0 || got != 1 + kinds[i].nums || spec[used] != '\0')
             continue;
-        const int lane = kinds[i].kind == MLN_FAULT_RESET || kinds[i].kind == MLN_FAULT_MUTE;
-        if (lane ? a >= (unsigned long long)lanes : a == 0)
+        if (on_lane(kinds[i].kind) ? a >= (unsigned long long)lanes : a == 0)
             break;
         *out = (mln_fault_t){.kind = kinds[i].kind, .n = a, .bytes = b, .armed = 1};
         return MLN_OK;
@@ -60,7 +65,7 @@ int mln_fault_begin(mln_fault_t *f, const mln_req_t *r)
     const int recv_fault = f->kind == MLN_FAULT_NAK || f->kind == MLN_FAULT_RABORT;
 
     if (!f->armed || f->target != NULL || (recv_fault ? r->is_send : !r->is_send) ||
-        f->kind == MLN_FAULT_RESET || f->kind == MLN_FAULT_MUTE || ++f->seen != f->n)
+        on_lane(f->kind) || ++f->seen != f->n)
         return 0;
     if (f->kind == MLN_FAULT_NAK) {
         f->armed = 0;
@@ -86,4 +91,12 @@ int mln_fault_strikes(mln_fault_t *f, const mln_req_t *r)
              r->is_send ? "send" : "receive", (unsigned long long)r->msg_id,
              r->is_send ? "to" : "from", r->peer_world, (unsigned long long)moved);
     return 1;
+}
+
+mln_fault_kind_t mln_fault_lane_strikes(mln_fault_t *f, int lane, uint64_t written)
+{
+    if (!f->armed || !on_lane(f->kind) || (uint64_t)lane != f->n || written < f->bytes)
+        return MLN_FAULT_NONE;
+    f->armed = 0;
+    return f->kind;
 }

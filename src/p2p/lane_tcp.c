@@ -80,7 +80,6 @@ static void tcp_send_fill(mln_stripe_t *s, mln_req_t *r)
 /* Writes what the socket takes; returns 1 when bytes moved, -1 when the lane failed. */
 static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
 {
-    mln_tcp_state_t *t = s->tcp;
     int moved = 0;
 
     while (o->head) {
@@ -116,17 +115,19 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
         } else {
             c->sent += (uint64_t)n;
         }
-        if (t->fault_armed && o->lane == t->fault_lane && o->written >= t->fault_bytes) {
-            t->fault_armed = 0;
-            if (!t->fault_mute) {
-                struct linger lg = {.l_onoff = 1, .l_linger = 0};
-                MLN_WARN("MLN_STRIPE_FAULT: resetting tcp lane %d to world rank %d after %llu "
-                         "bytes",
-                         o->lane, peer, (unsigned long long)o->written);
-                setsockopt(o->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-                return -1;
-            }
+        switch (mln_fault_lane_strikes(&s->fault, o->lane, o->written)) {
+        case MLN_FAULT_RESET: {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            MLN_WARN("MLN_STRIPE_FAULT: resetting tcp lane %d to world rank %d after %llu bytes",
+                     o->lane, peer, (unsigned long long)o->written);
+            setsockopt(o->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            return -1;
+        }
+        case MLN_FAULT_MUTE:
             mln_tcp_mute(o, peer);
+            break;
+        default:
+            break;
         }
         if (c->sent == total) {
             o->head = c->next;

@@ -109,10 +109,6 @@ struct mln_tcp_state {
     double housekept;     /* last idle look at the listener */
     double accept_paused; /* out of descriptors: the listener rests until then */
     int warned;           /* connections without a hello were closed (said once) */
-    int fault_lane;       /* MLN_STRIPE_FAULT=reset or mute */
-    int fault_mute;
-    uint64_t fault_bytes;
-    int fault_armed;
 };
 
 /* tcp_conn.c */

@@ -239,6 +239,9 @@ typedef struct mln_fault {
 mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out);
 /* A striped receive (header matched) or send (CTS arrived) begins: 1 when nak strikes it. */
 int mln_fault_begin(mln_fault_t *f, const mln_req_t *r);
+/* BYTES went out on tcp lane `lane`: MLN_FAULT_RESET or MLN_FAULT_MUTE when that fault strikes
+ * it now (once), else MLN_FAULT_NONE. */
+mln_fault_kind_t mln_fault_lane_strikes(mln_fault_t *f, int lane, uint64_t written);
 /* Bytes of r moved: 1 when rabort/sabort strikes now. */
 int mln_fault_strikes(mln_fault_t *f, const mln_req_t *r);
 

@@ -151,12 +151,6 @@ mln_status_t mln_tcp_open(mln_stripe_t *s)
         MLN_ERROR("tcp lanes: out of memory for %d ranks", s->wsize);
         st = MLN_ERR_NOMEM;
     }
-    if (st == MLN_OK && (s->fault.kind == MLN_FAULT_RESET || s->fault.kind == MLN_FAULT_MUTE)) {
-        t->fault_mute = s->fault.kind == MLN_FAULT_MUTE;
-        t->fault_lane = (int)s->fault.n;
-        t->fault_bytes = s->fault.bytes;
-        t->fault_armed = 1;
-    }
     if (st == MLN_OK)
         st = listen_local(s, t, &mine);
     if (st == MLN_OK && s->wrank == 0)
