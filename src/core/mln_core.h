@@ -11,6 +11,12 @@
 #include <mpi.h>
 #include <string.h>
 
+#ifdef MLN_PMPI_REDIRECT
+/* The copy of the library inside libmultilane-preload.so calls the real MPI for every function
+ * the layer defines, never the layer's own wrappers (src/preload/wrappers_gen.h). */
+#include "wrappers_gen.h"
+#endif
+
 /* Everything the library knows after mln_init; passed by pointer to the modules. */
 typedef struct mln_context {
     mln_config_t cfg; /* parsed tunables */

@@ -16,9 +16,9 @@
  *   T = 2 alpha_mpi (header, CTS) + alpha_lane + n / (L b)
  * Smaller messages are one MPI message: T = alpha_mpi + n / b_mpi, as stock MPI.
  *
- * A user message of exactly 64 bytes goes as a header with MLN_HDR_INLINE and its bytes on
- * the control comm (stripe_inline.c), so a 64-byte wire message on the user's comm is always a
- * header.  Control messages, chunk tags and failures are in stripe_ctl.c.
+ * A user message of exactly 64 bytes to a remote peer goes as a header with MLN_HDR_INLINE and
+ * its bytes on the control comm (stripe_inline.c), so a 64-byte wire message on the user's comm
+ * from a remote peer is always a header (from a peer of our site, always a plain message).  Control messages, chunk tags and failures are in stripe_ctl.c.
  */
 #include "stripe_int.h"
 
@@ -69,6 +69,16 @@ static int hdr_open(const void *p, mln_stripe_hdr_t *out)
 }
 
 _Static_assert(sizeof(mln_stripe_hdr_t) == MLN_STRIPE_HDR_SIZE, "header is 64 bytes");
+
+int mln_stripe_hdr_valid(const void *p, uint64_t *total)
+{
+    mln_stripe_hdr_t h;
+
+    if (!hdr_open(p, &h))
+        return 0;
+    *total = h.total;
+    return 1;
+}
 
 /* ---- active list ------------------------------------------------------------------------- */
 
@@ -125,6 +135,10 @@ void mln_stripe_req_finish(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
         return;
     if (r->result == MLN_OK)
         r->result = st;
+    if (r->state == MLN_REQ_DATA && r->result == MLN_OK) {
+        s->striped[r->is_send ? 1 : 0][0]++;
+        s->striped[r->is_send ? 1 : 0][1] += r->accept;
+    }
     r->state = MLN_REQ_DONE;
     mln_stripe_tags_release(s, r);
     mln_stripe_active_del(s, r);
@@ -340,7 +354,7 @@ static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
 mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
 {
     mln_status_t st = MLN_OK;
-    int dest_world = -1, striped;
+    int dest_world = -1, striped, remote;
 
     if (r->peer == MPI_PROC_NULL) {
         r->state = MLN_REQ_DONE;
@@ -348,9 +362,9 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
     }
     MLN_CHECK(world_rank_of(r->comm, r->peer, &dest_world), st, out);
     r->peer_world = dest_world;
-    striped = r->cap > s->cfg->stripe_threshold &&
-              (s->cfg->stripe_local || s->site_of[dest_world] != s->site_of[s->wrank]);
-    if (!striped && r->cap != MLN_STRIPE_HDR_SIZE) {
+    remote = mln_stripe_peer_remote(s, dest_world);
+    striped = r->cap > s->cfg->stripe_threshold && remote;
+    if (!striped && (r->cap != MLN_STRIPE_HDR_SIZE || !remote)) {
         /* a plain message; over 2 GiB as one element of a byte type (datatype.c) */
         r->state = MLN_REQ_RAW;
         MLN_MPI_CHECK(mln_mpi_isend_bytes(r->buf, r->cap, r->peer, r->tag, r->comm, &r->mreq), st,
@@ -463,6 +477,30 @@ static void recv_header(mln_stripe_t *s, mln_req_t *r)
     mln_stripe_recv_setup(s, r);
 }
 
+int mln_stripe_peer_remote(const mln_stripe_t *s, int world_rank)
+{
+    return s->cfg->stripe_local || s->site_of[world_rank] != s->site_of[s->wrank];
+}
+
+/* 1 when rank `rank` of comm is a remote peer (its 64-byte messages are headers); a process
+ * outside MPI_COMM_WORLD is none (no lanes lead there: it sends plain messages). */
+static int source_remote(const mln_stripe_t *s, MPI_Comm comm, int rank)
+{
+    MPI_Group g, wg;
+    int w = MPI_UNDEFINED;
+
+    if (s->cfg->stripe_local)
+        return 1;
+    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS)
+        return 1;
+    if (MPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS) {
+        MPI_Group_translate_ranks(g, 1, &rank, wg, &w);
+        MPI_Group_free(&wg);
+    }
+    MPI_Group_free(&g);
+    return w != MPI_UNDEFINED && w >= 0 && w < s->wsize && mln_stripe_peer_remote(s, w);
+}
+
 /* The Irecv of a receive in MLN_REQ_HDR completed: a plain message, or a header. */
 static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
 {
@@ -471,7 +509,7 @@ static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
     MPI_Get_elements_x(mst, MPI_BYTE, &n);
     r->st_source = mst->MPI_SOURCE;
     r->st_tag = mst->MPI_TAG;
-    if (n == MLN_STRIPE_HDR_SIZE) {
+    if (n == MLN_STRIPE_HDR_SIZE && source_remote(s, r->comm, mst->MPI_SOURCE)) {
         if (!r->use_small)
             memcpy(r->small, r->buf, MLN_STRIPE_HDR_SIZE);
         recv_header(s, r);
@@ -524,6 +562,45 @@ static void mreq_done(mln_stripe_t *s, mln_req_t *r, int rc, const MPI_Status *m
         mln_stripe_req_finish(s, r, MLN_OK);
     else if (r->state == MLN_REQ_HDR)
         recv_matched(s, r, mst);
+}
+
+void mln_stripe_recv_start_taken(mln_stripe_t *s, mln_req_t *r, int source, int tag,
+                                 const void *msg64)
+{
+    MPI_Status mst;
+
+    memset(&mst, 0, sizeof(mst));
+    mst.MPI_SOURCE = source;
+    mst.MPI_TAG = tag;
+    mst.MPI_ERROR = MPI_SUCCESS;
+    MPI_Status_set_elements_x(&mst, MPI_BYTE, MLN_STRIPE_HDR_SIZE);
+    r->state = MLN_REQ_HDR;
+    mln_stripe_active_add(s, r);
+    if (r->cap < MLN_STRIPE_HDR_SIZE)
+        r->use_small = 1;
+    memcpy(r->use_small ? (void *)r->small : (void *)r->buf, msg64, MLN_STRIPE_HDR_SIZE);
+    recv_matched(s, r, &mst);
+}
+
+int mln_stripe_recv_cancel(mln_stripe_t *s, mln_req_t *r)
+{
+    MPI_Status mst;
+    int cancelled = 0, rc;
+
+    if (r->is_send || r->state != MLN_REQ_HDR || r->mreq == MPI_REQUEST_NULL)
+        return 0;
+    MPI_Cancel(&r->mreq);
+    rc = MPI_Wait(&r->mreq, &mst);
+    r->mreq = MPI_REQUEST_NULL;
+    if (rc == MPI_SUCCESS)
+        MPI_Test_cancelled(&mst, &cancelled);
+    if (!cancelled) { /* its message came first: on as usual */
+        mreq_done(s, r, rc, &mst);
+        return 0;
+    }
+    r->cancelled = 1;
+    mln_stripe_req_finish(s, r, MLN_OK);
+    return 1;
 }
 
 /* Tests the MPI side of one request; returns 1 when something happened. */

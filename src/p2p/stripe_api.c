@@ -2,6 +2,7 @@
  * stripe_api.c - the public calls of striped point-to-point (multilane.h) and the engine's
  * life cycle; the protocol and the progress engine are in stripe.c.
  */
+#include "stripe_hooks.h"
 #include "stripe_int.h"
 
 #include <stdlib.h>
@@ -29,7 +30,7 @@ static void status_fill(const mln_req_t *r, MPI_Status *status)
     status->MPI_SOURCE = r->st_source;
     status->MPI_TAG = r->st_tag;
     MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)r->st_bytes);
-    MPI_Status_set_cancelled(status, 0);
+    MPI_Status_set_cancelled(status, r->cancelled);
 }
 
 /* Completes a DONE request: unpack, status, free. */
@@ -63,8 +64,9 @@ static int is_orphan(const mln_stripe_t *s, const mln_req_t *r)
     return s == NULL || r->owner != s;
 }
 
-mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
-                              int tag, MPI_Comm comm, mln_request_t *request)
+mln_status_t mln_stripe_isend_mode(const void *buf, int64_t count, MPI_Datatype datatype,
+                                   int dest, int tag, MPI_Comm comm, int sync,
+                                   mln_request_t *request)
 {
     mln_stripe_t *s = mln_the_stripe;
     mln_req_t *r = NULL;
@@ -78,6 +80,7 @@ mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datat
     st = mln_stripe_req_new(s, buf, count, datatype, dest, tag, comm, 1, &r);
     if (st != MLN_OK)
         goto out;
+    r->sync = sync;
     st = mln_stripe_send_start(s, r);
     if (st != MLN_OK) {
         if (r->state != MLN_REQ_DONE && (r->prev || r->next || s->active == r))
@@ -90,6 +93,12 @@ mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datat
 out:
     mln_stripe_unlock(s);
     return st;
+}
+
+mln_status_t mln_stripe_isend(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                              int tag, MPI_Comm comm, mln_request_t *request)
+{
+    return mln_stripe_isend_mode(buf, count, datatype, dest, tag, comm, 0, request);
 }
 
 mln_status_t mln_stripe_irecv(void *buf, int64_t count, MPI_Datatype datatype, int source, int tag,

@@ -153,6 +153,10 @@ struct mln_stripe_request {
     int peer_count_known;
     uint64_t ends; /* tcp receive: END frames seen */
 
+    int sync;      /* send: completes only once matched (MPI_Ssend): inline headers go by
+                      MPI_Issend (a striped send completes after its receiver took it all) */
+    int cancelled; /* receive: cancelled before its message was matched (mln_stripe_cancel) */
+
     /* the receive's status */
     int st_source;
     int st_tag;
@@ -294,6 +298,7 @@ struct mln_stripe {
     mln_mpilane_state_t *mpilane;
     int *tcp_failed; /* world rank -> 1 when our tcp lanes to it failed (use mpi then) */
     mln_fault_t fault;
+    uint64_t striped[2][2]; /* [is_send][0: messages, 1: bytes] that completed striped */
 
     /* MLN_STRIPE_PROGRESS=thread: a thread progresses too; the lock guards the engine. */
     int thread_on;
@@ -329,6 +334,18 @@ void mln_stripe_active_add(mln_stripe_t *s, mln_req_t *r);
 void mln_stripe_active_del(mln_stripe_t *s, mln_req_t *r);
 mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r);
 mln_status_t mln_stripe_recv_start(mln_stripe_t *s, mln_req_t *r);
+/* A receive whose 64-byte wire message from (source, tag) was already taken off MPI (msg64):
+ * it goes on as if its MPI_Irecv had matched that message (stripe_hooks.h). */
+void mln_stripe_recv_start_taken(mln_stripe_t *s, mln_req_t *r, int source, int tag,
+                                 const void *msg64);
+/* A receive in MLN_REQ_HDR: cancels its MPI_Irecv; 1 when cancelled (the request is DONE),
+ * 0 when its message had matched (it goes on as before). */
+int mln_stripe_recv_cancel(mln_stripe_t *s, mln_req_t *r);
+/* 1 when messages to world rank w are striped above the threshold (another site, or
+ * MLN_STRIPE_LOCAL): the sender and the receiver of a message agree on it. */
+int mln_stripe_peer_remote(const mln_stripe_t *s, int world_rank);
+/* 1 when the 64 bytes at p are a valid header (its user message's size in *total). */
+int mln_stripe_hdr_valid(const void *p, uint64_t *total);
 /* One pass over everything; sleeps up to wait_us when only tcp lanes have work.  1 = moved. */
 int mln_stripe_progress(mln_stripe_t *s, int wait_us);
 void mln_stripe_progress_until(mln_stripe_t *s, mln_req_t **reqs, int n);

@@ -1,0 +1,154 @@
+/*
+ * preload_int.h - internals of libmultilane-preload.so, the interposition layer (docs/PRELOAD.md).
+ *
+ * An unmodified MPI program runs with LD_PRELOAD=libmultilane-preload.so.  The layer defines
+ * the MPI functions listed in wrappers.txt (each as MPI_X and PMPI_X; wrappers_gen.c, generated
+ * from the MPI Forum's API data), starts Multilane in MPI_Init, and sends point-to-point
+ * messages to remote peers through the striping engine and MPI_Bcast through mln_bcast.
+ * Everything else goes straight to the MPI library, through the table mln_pmpi (the real
+ * PMPI_X, found with dlsym(RTLD_NEXT)); the layer never calls a PMPI_X by name.
+ *
+ *   program --MPI_Isend--> wrapper --plain (local peer, small)--> mln_pmpi.Isend --> MPI
+ *                                  --remote and large---------> mln_stripe_isend (lanes)
+ *                                     and the program gets a generalized request (a real one)
+ *
+ * Requests the layer completes are MPI generalized requests (MPI_Grequest_start), so that
+ * MPI's own calls (Request_c2f, Test_cancelled, the Fortran bindings) accept them; a
+ * persistent request is a real persistent request of MPI (to MPI_PROC_NULL) that the layer
+ * starts its own way.  Messages a probe took off MPI wait in a per-communicator stash, in
+ * arrival order, for the receive that matches them.
+ */
+#ifndef MLN_PRELOAD_INT_H
+#define MLN_PRELOAD_INT_H
+
+#include "multilane.h"
+#include "stripe_hooks.h"
+#include "wrappers_gen.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- the layer's own requests ---------------------------------------------------------- */
+
+typedef enum mln_pl_op {
+    MLN_PL_SEND = 0,
+    MLN_PL_SSEND,
+    MLN_PL_BSEND,
+    MLN_PL_RSEND,
+    MLN_PL_RECV
+} mln_pl_op_t;
+
+typedef struct mln_pl_req mln_pl_req_t;
+struct mln_pl_req {
+    MPI_Request handle; /* what the program holds: greq, or a persistent request of MPI */
+    MPI_Request greq;   /* the generalized request of the running (or last) operation */
+    mln_request_t eng;  /* the engine's request while the operation runs */
+    int persistent;     /* made by *_init: handle outlives each operation */
+    int active;         /* persistent: started, not yet completed by a wait or test */
+    int done;           /* the operation is complete: status and error are final */
+    int freed;          /* MPI_Request_free came first: free once done */
+    int detached;       /* no handle at all (a buffered send the program left behind) */
+    mln_pl_op_t op;
+    /* the operation's arguments (persistent requests start it again and again) */
+    void *buf;
+    MPI_Count count;
+    MPI_Datatype dtype;
+    int peer, tag;
+    MPI_Comm comm;
+    void *copy;        /* buffered send: the layer's packed copy of the data */
+    MPI_Status status; /* final status: the generalized request's query answers with it */
+    int error;         /* MPI error code of the operation (MPI_SUCCESS, MPI_ERR_TRUNCATE...) */
+    mln_pl_req_t *next_run; /* on the list of operations the engine runs */
+};
+
+/* ---- what the layer knows about a communicator (an attribute, freed with it) ------------ */
+
+typedef struct mln_pl_stash mln_pl_stash_t;
+struct mln_pl_stash {
+    int source, tag;
+    int header;       /* a striped or inline header (data = its 64 bytes) */
+    uint64_t total;   /* bytes of the user's message */
+    uint64_t len;     /* bytes at data */
+    unsigned char *data;
+    mln_pl_stash_t *next;
+};
+
+typedef struct mln_pl_comm {
+    int size;
+    int plain;          /* intercommunicator, or nobody remote: everything goes to MPI */
+    int spans;          /* some pair of ranks is on different sites (the same on every rank) */
+    unsigned char *remote; /* rank -> 1 when its messages go through the engine */
+    mln_pl_stash_t *stash; /* messages a probe took off MPI, oldest first */
+} mln_pl_comm_t;
+
+/* ---- the layer ------------------------------------------------------------------------- */
+
+typedef struct mln_pl {
+    int on;       /* Multilane started in MPI_Init and not yet finalized */
+    int threaded; /* MPI_THREAD_MULTIPLE: every layer call holds `lock` */
+    pthread_mutex_t lock; /* recursive: generalized request callbacks run inside MPI calls */
+    int keyval;   /* communicator attribute: mln_pl_comm_t */
+    MPI_Comm last_comm; /* one-entry cache of the attribute */
+    mln_pl_comm_t *last_info;
+    MPI_Comm self;        /* dup of MPI_COMM_SELF: messages that back probed messages */
+    int coll_progress;    /* blocking collectives on spanning comms run as nonblocking ones */
+    int stats;            /* MLN_PRELOAD_STATS: one line per rank at MPI_Finalize */
+    mln_pl_req_t *running; /* operations the engine runs (for the program or detached) */
+    /* requests the program holds: open addressing on the handle's bits */
+    mln_pl_req_t **map;
+    size_t map_cap, map_used;
+    /* messages returned by probes (Mprobe, Improbe) for stashed messages */
+    struct mln_pl_msg *msgs;
+    uint64_t bcast_calls, bcast_bytes;
+} mln_pl_t;
+
+extern mln_pl_t mln_pl;
+
+#define MLN_PL_LOCK()                                                                              \
+    do {                                                                                           \
+        if (mln_pl.threaded)                                                                       \
+            pthread_mutex_lock(&mln_pl.lock);                                                      \
+    } while (0)
+#define MLN_PL_UNLOCK()                                                                            \
+    do {                                                                                           \
+        if (mln_pl.threaded)                                                                       \
+            pthread_mutex_unlock(&mln_pl.lock);                                                    \
+    } while (0)
+
+/* preload.c */
+mln_pl_comm_t *mln_pl_comm(MPI_Comm comm); /* NULL: MPI refused (then: plain) */
+/* 1 when a message of `bytes` to `dest` must go through the engine. */
+int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count bytes);
+/* 1 when a receive or probe from `source` may meet a header (must use the engine). */
+int mln_pl_recv_engine(MPI_Comm comm, int source);
+int mln_pl_error(MPI_Comm comm, mln_status_t st); /* MPI's code; the errhandler is called */
+MPI_Count mln_pl_bytes(MPI_Count count, MPI_Datatype dtype);
+/* Gives the core away while a wait goes on (oversubscribed hosts, the delay line). */
+void mln_pl_idle(int *spins);
+
+/* preload_req.c */
+mln_pl_req_t *mln_pl_req_find(MPI_Request handle);
+mln_pl_req_t *mln_pl_req_new(mln_pl_op_t op);
+/* Makes the generalized request of r's operation; done: complete it at once. */
+int mln_pl_req_greq(mln_pl_req_t *r);
+void mln_pl_req_map_add(mln_pl_req_t *r);
+void mln_pl_req_map_del(mln_pl_req_t *r);
+/* The engine's part of r is complete (st, status): record it and complete r's grequest. */
+void mln_pl_req_done(mln_pl_req_t *r, mln_status_t st, const MPI_Status *status);
+/* One pass: the engine, then every operation it finished. */
+void mln_pl_progress(void);
+/* Finishes everything the layer runs (MPI_Finalize, Buffer_detach). */
+void mln_pl_drain(int detached_only);
+
+/* preload_p2p.c: starts r's operation (send or receive) in the engine; status for errors. */
+int mln_pl_start(mln_pl_req_t *r);
+
+/* preload_probe.c */
+/* A receive from (source, tag) that the stash can answer: its entry, unlinked; else NULL. */
+mln_pl_stash_t *mln_pl_stash_take(mln_pl_comm_t *info, int source, int tag);
+void mln_pl_stash_free(mln_pl_stash_t *e);
+/* Starts a receive of a stashed message (header: in the engine; plain: copied at once). */
+int mln_pl_recv_stashed(mln_pl_req_t *r, mln_pl_stash_t *e);
+void mln_pl_msgs_fini(void);
+
+#endif /* MLN_PRELOAD_INT_H */
