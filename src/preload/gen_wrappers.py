@@ -116,7 +116,7 @@ def guard(big: bool, text: str) -> str:
 def gen_header(specs: list[Spec]) -> str:
     out = [HEADER.format(name="wrappers_gen.h", version=std.__version__)]
     out.append(
-        "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n\n"
+        "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n#include <stddef.h>\n\n"
         "/* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */\n"
         "#if defined(MPI_VERSION) && MPI_VERSION >= 4\n#define MLN_PL_BIGCOUNT 1\n#else\n"
         "#define MLN_PL_BIGCOUNT 0\n#endif\n\n"

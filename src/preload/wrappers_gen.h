@@ -7,6 +7,7 @@
 #define MLN_WRAPPERS_GEN_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 /* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */
 #if defined(MPI_VERSION) && MPI_VERSION >= 4
