@@ -13,6 +13,8 @@
  */
 #include "bcast_int.h"
 
+#include "../p2p/stripe_hooks.h"
+
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -64,14 +66,18 @@ mln_bcast_algo_t mln_bcast_last_algo(int *leaders)
 /*
  * MPI_Waitall, or on an oversubscribed node (more processes than cores: `yield`) a loop of
  * MPI_Testall and sched_yield, so that a process with nothing to do leaves the core to those
- * moving data (MPICH spins in its waits; Open MPI has mpi_yield_when_idle for itself).
+ * moving data (MPICH spins in its waits; Open MPI has mpi_yield_when_idle for itself).  While
+ * striped messages of this process are in flight, the loop moves them too: a peer may wait for
+ * one of them before it joins this broadcast (MPI's progress rule; the interposition layer runs
+ * programs that do so).
  */
 static mln_status_t wait_all(int n, MPI_Request *reqs, int yield)
 {
     mln_status_t st = MLN_OK;
+    const int striped = mln_stripe_busy();
     int done = 0;
 
-    if (!yield) {
+    if (!yield && !striped) {
         MLN_MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), st, out);
         goto out;
     }
@@ -79,7 +85,8 @@ static mln_status_t wait_all(int n, MPI_Request *reqs, int yield)
         MLN_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), st, out);
         if (done)
             break;
-        sched_yield();
+        if (!striped || !mln_stripe_poll())
+            sched_yield();
     }
 out:
     return st;
@@ -90,7 +97,7 @@ static mln_status_t node_barrier(const mln_bcast_setup_t *b)
     mln_status_t st = MLN_OK;
     MPI_Request req = MPI_REQUEST_NULL;
 
-    if (!b->yield) {
+    if (!b->yield && !mln_stripe_busy()) {
         MLN_MPI_CHECK(MPI_Barrier(b->node), st, out);
         goto out;
     }
