@@ -147,7 +147,8 @@ int mln_pl_start(mln_pl_req_t *r);
 /* A receive from (source, tag) that the stash can answer: its entry, unlinked; else NULL. */
 mln_pl_stash_t *mln_pl_stash_take(mln_pl_comm_t *info, int source, int tag);
 void mln_pl_stash_free(mln_pl_stash_t *e);
-/* Starts a receive of a stashed message (header: in the engine; plain: copied at once). */
+/* Starts a receive of a stashed message (header: in the engine, r->eng set, and the caller
+ * puts r on the running list; plain: copied, r done at once). */
 int mln_pl_recv_stashed(mln_pl_req_t *r, mln_pl_stash_t *e);
 void mln_pl_msgs_fini(void);
 

@@ -105,11 +105,7 @@ int mln_pl_recv_stashed(mln_pl_req_t *r, mln_pl_stash_t *e)
         mln_status_t s = mln_stripe_irecv_taken(r->buf, r->count, r->dtype, e->source, e->tag,
                                                 r->comm, e->data, &r->eng);
         mln_pl_stash_free(e);
-        if (s == MLN_OK) {
-            r->next_run = mln_pl.running;
-            mln_pl.running = r;
-        }
-        return s;
+        return s; /* the caller puts r on the running list */
     }
     /* a plain message: its bytes, as MPI would have written them (whole elements) */
     memset(&st, 0, sizeof(st));
@@ -424,6 +420,10 @@ static int stashed_request(void *buf, MPI_Count count, MPI_Datatype datatype, MP
     if (st != MLN_OK) {
         mln_pl_req_done(r, st, NULL);
         return mln_pl_error(comm, st);
+    }
+    if (r->eng != MLN_REQUEST_NULL) {
+        r->next_run = mln_pl.running;
+        mln_pl.running = r;
     }
     return MPI_SUCCESS;
 }

@@ -197,7 +197,8 @@ void mln_pl_req_done(mln_pl_req_t *r, mln_status_t st, const MPI_Status *status)
         free(r->copy);
         free(r);
     } else {
-        mln_pmpi.Request_free(&r->greq); /* greq_free frees r */
+        MPI_Request g = r->greq; /* MPI writes the handle after greq_free freed r */
+        mln_pmpi.Request_free(&g);
     }
 }
 
@@ -679,7 +680,8 @@ int mln_pl_Request_free(MPI_Request *request)
         free(r->copy);
         free(r);
     } else if (r->done) {
-        mln_pmpi.Request_free(&r->greq); /* greq_free frees r */
+        MPI_Request g = r->greq; /* greq_free frees r; MPI then writes the handle */
+        mln_pmpi.Request_free(&g);
     } else {
         r->freed = 1;
     }
