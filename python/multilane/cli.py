@@ -1,4 +1,4 @@
-"""The `multilane` command line: mpi list, config, bench, run, report, validate, testbed."""
+"""The `multilane` command line: mpi list, config, bench, exec, run, report, validate, testbed."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ from .benchmarks import (
 )
 from .context import Context
 from .errors import MultilaneError, UsageError
+from .external import ExecRequest, exec_program, parse_env_items, precheck
+from .external_bench import BENCHMARK as EXEC_BENCHMARK
+from .external_bench import DEFAULT_REPS as EXEC_DEFAULT_REPS
+from .external_bench import run_bench_exec
 from .launchers import TRANSPORTS
 from .results import load_result
 from .scenario import load_scenario
@@ -129,7 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one benchmark",
         usage="%(prog)s NAME [options] [-- extra program arguments]",
     )
-    bench.add_argument("name", metavar="NAME", help=f"benchmark ({', '.join(BENCHMARKS)})")
+    bench.add_argument(
+        "name",
+        metavar="NAME",
+        help=f"benchmark ({', '.join(BENCHMARKS)}), or exec: a program after -- timed "
+        "without and with the layer",
+    )
     bench.add_argument("--mpi", help="openmpi, mpich or user (default: first built)")
     bench.add_argument(
         "--np", type=_positive_int, help="ranks (default 2; on a test bed: hosts x --ppn)"
@@ -148,7 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="ranks per test-bed host (default 1; helper:K lanes: K + 1, set for you)",
     )
     bench.add_argument("--sizes", type=_size_spec, help="message sizes: 1:64M or 0,1,4K")
-    bench.add_argument("--reps", type=_positive_int, help="timed repetitions per size")
+    bench.add_argument(
+        "--reps",
+        type=_positive_int,
+        help=f"timed repetitions per size (exec: runs per mode, default {EXEC_DEFAULT_REPS})",
+    )
     bench.add_argument("--lanes", type=_lanes, metavar="SPEC", help=f"stripe: {LANES_HELP}")
     for key, (_, metavar) in DIRECT_OPTIONS.items():
         owners = [b for b in BENCHMARKS.values() if key in b.options]
@@ -168,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--results", type=Path, metavar="DIR", help="default: <root>/results")
     bench.add_argument("--label", help="run name in reports (default: MPI-TRANSPORT)")
 
+    add_exec_parser(sub)
+
     run = sub.add_parser("run", help="run a scenario file and report")
     run.add_argument("scenario", type=Path, metavar="SCENARIO.toml")
     run.add_argument("--results", type=Path, metavar="DIR", help="default: <root>/results")
@@ -181,6 +196,53 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
     add_testbed_parser(sub)
     return parser
+
+
+def add_exec_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`multilane exec [options] -- PROGRAM ARGS`."""
+    exe = sub.add_parser(
+        "exec",
+        help="run any MPI program under the layer (libmultilane-preload.so)",
+        usage="%(prog)s [--scenario FILE.toml | --hostfile FILE] [options] -- PROGRAM [ARGS...]",
+    )
+    exe.add_argument("--mpi", help=f"{', '.join(mpimod.KNOWN)} (default: first installed)")
+    exe.add_argument("--np", type=_positive_int, help="ranks (default 2; --hostfile: its slots)")
+    where = exe.add_mutually_exclusive_group()
+    where.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE.toml",
+        help="across the hosts of this scenario's running test bed (one host per site)",
+    )
+    where.add_argument(
+        "--hostfile",
+        type=Path,
+        metavar="FILE",
+        help="across real hosts: lines HOST slots=N (Open MPI) or HOST:N (MPICH)",
+    )
+    exe.add_argument(
+        "--ppn", type=_positive_int, help="ranks per host (--scenario default 1; --hostfile)"
+    )
+    exe.add_argument("--transport", choices=TRANSPORTS, help="on this machine: shm (default), tcp")
+    exe.add_argument("--no-layer", action="store_true", help="run without the layer, as usual")
+    exe.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="set in the ranks' environment (repeatable), e.g. MLN_STRIPE_LANES=4",
+    )
+    exe.add_argument(
+        "--stats",
+        action="store_true",
+        help="MLN_PRELOAD_STATS=1 and a summary of the ranks' stats lines at the end",
+    )
+    exe.add_argument(
+        "--timeout",
+        type=_positive_float,
+        help="seconds before the program's process group is killed (default: none)",
+    )
+    exe.add_argument("--dry-run", action="store_true", help="check and print the command only")
 
 
 def cmd_mpi_list(args: argparse.Namespace, ctx: Context) -> int:
@@ -212,7 +274,56 @@ def cmd_config(args: argparse.Namespace, ctx: Context) -> int:
     return subprocess.run(argv, env=dict(ctx.env), check=False).returncode  # noqa: S603
 
 
+def cmd_exec(args: argparse.Namespace, ctx: Context) -> int:
+    request = ExecRequest(
+        program=tuple(args.extra),
+        mpi=args.mpi,
+        np=args.np,
+        ppn=args.ppn,
+        transport=args.transport,
+        scenario=args.scenario,
+        hostfile=args.hostfile,
+        layer=not args.no_layer,
+        stats=args.stats,
+        env=parse_env_items(args.env),
+        timeout_s=args.timeout,
+    )
+    return exec_program(request, ctx, dry_run=args.dry_run)
+
+
+def cmd_bench_exec(args: argparse.Namespace, ctx: Context) -> int:
+    given = [f"--{k}" for k in ("sizes", "lanes", *DIRECT_OPTIONS) if getattr(args, k) is not None]
+    if given:
+        raise UsageError(f"bench exec times a whole program: {', '.join(given)} does not apply")
+    request = ExecRequest(
+        program=tuple(args.extra),
+        mpi=args.mpi,
+        np=args.np,
+        ppn=args.ppn,
+        transport=args.transport,
+        scenario=args.scenario,
+        timeout_s=args.timeout,
+    )
+    results = (args.results or paths.default_results_dir(ctx.root)).resolve()
+    reps = args.reps or EXEC_DEFAULT_REPS
+
+    def bench() -> None:
+        run_bench_exec(request, ctx, results, reps, label=args.label, copy_to=args.json)
+
+    if args.scenario is None:
+        bench()
+        return 0
+    from .testbed.commands import testbed_for  # noqa: PLC0415
+
+    precheck(request, ctx)  # before a test bed is brought up
+    with testbed_for(args.scenario, ctx):
+        bench()
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
+    if args.name == EXEC_BENCHMARK:
+        return cmd_bench_exec(args, ctx)
     keys = ("sizes", "reps", "lanes", *DIRECT_OPTIONS)
     options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if args.scenario is not None:
@@ -287,6 +398,7 @@ COMMANDS: Mapping[str, Callable[[argparse.Namespace, Context], int]] = MappingPr
         "mpi": cmd_mpi_list,
         "config": cmd_config,
         "bench": cmd_bench,
+        "exec": cmd_exec,
         "run": cmd_run,
         "report": cmd_report,
         "validate": cmd_validate,
@@ -307,9 +419,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.extra = extra
     try:
-        takes_extra = args.command == "bench" or getattr(args, "testbed_command", "") == "exec"
+        takes_extra = args.command in ("bench", "exec")
+        takes_extra = takes_extra or getattr(args, "testbed_command", "") == "exec"
         if extra and not takes_extra:
-            raise UsageError("arguments after -- are passed on by bench and testbed exec only")
+            raise UsageError(
+                "arguments after -- are passed on by bench, exec and testbed exec only"
+            )
         ctx = Context.from_environment(need_root=args.command not in NO_ROOT_NEEDED)
         return COMMANDS[args.command](args, ctx)
     except MultilaneError as exc:
