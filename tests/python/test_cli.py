@@ -36,7 +36,7 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], fragment: str) -> No
         (["--reps", "0"], "argument --reps"),
         (["--timeout", "-1"], "argument --timeout"),
         (["--transport", "udp"], "invalid choice: 'udp'"),
-        (["--mpi", "foo"], "unknown MPI 'foo' (available: openmpi)"),
+        (["--mpi", "foo"], "unknown MPI 'foo' (available: openmpi"),  # + deb-* where installed
         (["--mpi", "mpich"], "MPI 'mpich' is not installed: run make deps"),
         (["--mpi", "user"], "set MPI_HOME"),
         (["--bogus"], "unrecognized arguments: --bogus"),
@@ -224,7 +224,7 @@ def test_mpi_list(fake_root: Path) -> None:
     assert lines[1].split() == ["openmpi", "openmpi", "9.9.9", "no", "yes", ".deps/openmpi"]
     assert "not installed: run make deps" in lines[2]
     listing = json.loads(multilane(["mpi", "list", "--json"], clean_env(fake_root)).stdout)
-    assert [m["name"] for m in listing] == ["openmpi", "mpich", "user"]
+    assert [m["name"] for m in listing] == ["openmpi", "mpich", "user", "deb-openmpi", "deb-mpich"]
     assert listing[0]["cuda_aware"] == "no" and listing[0]["built"] is True
 
 

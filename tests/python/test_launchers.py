@@ -88,6 +88,8 @@ def test_mpich_tcp(np: int) -> None:
         "MPIR_CVAR_CH4_NETMOD": "ofi",
         "FI_PROVIDER": "tcp",
         "FI_TCP_IFACE": "lo",
+        "UCX_TLS": "tcp,self",
+        "UCX_NET_DEVICES": "lo",
     }
 
 
@@ -163,7 +165,13 @@ def test_mpich_hosts_command() -> None:
     assert argv[argv.index("-ppn") + 1] == "3"
     assert argv[argv.index("-n") + 1] == "6"
     genv = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "-genv"}
-    assert genv == {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "eth0"}
+    assert genv == {
+        "MPIR_CVAR_CH4_NETMOD": "ofi",
+        "FI_PROVIDER": "tcp",
+        "FI_TCP_IFACE": "eth0",
+        "UCX_TLS": "tcp,self",  # Debian's MPICH 4.0 has UCX only: no shared memory across hosts
+        "UCX_NET_DEVICES": "eth0",
+    }
     assert argv[-1] == "prog"
 
 
@@ -177,3 +185,98 @@ def test_hosts_command_rejects_bad_placement(flavour: str) -> None:
         build(Path("/mpi"), ["p"], _placement(0), euid=0)
     with pytest.raises(UsageError):
         build(Path("/mpi"), [], _placement(), euid=0)
+
+
+# ---- Debian's packaged MPIs (deb-openmpi, deb-mpich): one prefix, /usr, for both ----------
+
+
+def _debian_prefix(tmp_path: Path, *tools: str) -> Path:
+    """A stand-in for Debian's /usr: bin/ with the named (empty) tools."""
+    (tmp_path / "bin").mkdir()
+    for tool in tools:
+        (tmp_path / "bin" / tool).write_text("")
+    return tmp_path
+
+
+DEBIAN_TOOLS = ("mpirun", "mpiexec", "mpirun.openmpi", "orted", "mpiexec.mpich", "ompi_info")
+
+
+def test_tool_path_prefers_the_flavours_own_name(tmp_path: Path) -> None:
+    """/usr/bin/mpirun is an alternative that may be MPICH's: the suffixed name wins."""
+    usr = _debian_prefix(tmp_path, *DEBIAN_TOOLS)
+    assert launchers.tool_path(usr, "mpirun", "openmpi") == usr / "bin" / "mpirun.openmpi"
+    assert launchers.tool_path(usr, "mpiexec", "mpich") == usr / "bin" / "mpiexec.mpich"
+    assert launchers.tool_path(usr, "mpiexec", "openmpi") == usr / "bin" / "mpiexec"
+    assert launchers.tool_path(PREFIX, "mpirun", "openmpi") == PREFIX / "bin" / "mpirun"
+    assert launchers.tool_path(usr, "mpirun", "") == usr / "bin" / "mpirun"
+
+
+def test_openmpi_runtime(tmp_path: Path) -> None:
+    assert launchers.openmpi_runtime(_debian_prefix(tmp_path, "orted")) == "orte"
+    assert launchers.openmpi_runtime(PREFIX) == "prrte"
+
+
+@pytest.mark.parametrize("np", [1, 2, 3])
+def test_deb_openmpi_shm(tmp_path: Path, np: int) -> None:
+    """Open MPI 4.1: its mpirun.openmpi, and the shared-memory BTL under its old name."""
+    usr = _debian_prefix(tmp_path, *DEBIAN_TOOLS)
+    cmd = launcher_for("openmpi", usr).command(PROGRAM, np, "shm", ncpus=2, euid=ROOT)
+    over = ["--oversubscribe"] if np > 2 else []
+    yield_ = ["--mca", "mpi_yield_when_idle", "1"] if np > 2 else []
+    assert list(cmd.argv) == [
+        str(usr / "bin" / "mpirun.openmpi"), "-np", str(np), *over, "--mca", "pml", "ob1",
+        "--mca", "osc", "^ucx", "--mca", "btl", "self,vader", *yield_, *PROGRAM,
+    ]  # fmt: skip
+    assert dict(cmd.env) == {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def test_deb_openmpi_tcp(tmp_path: Path) -> None:
+    usr = _debian_prefix(tmp_path, *DEBIAN_TOOLS)
+    argv = launcher_for("openmpi", usr).command(PROGRAM, 2, "tcp", ncpus=2, euid=USER).argv
+    assert argv == (
+        str(usr / "bin" / "mpirun.openmpi"), "-np", "2", "--mca", "pml", "ob1", "--mca", "osc",
+        "^ucx", "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo", *PROGRAM,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_deb_mpich(tmp_path: Path, transport: str) -> None:
+    usr = _debian_prefix(tmp_path, *DEBIAN_TOOLS)
+    cmd = launcher_for("mpich", usr).command(PROGRAM, 2, transport, ncpus=2, euid=ROOT)
+    assert cmd.argv == (str(usr / "bin" / "mpiexec.mpich"), "-n", "2", *PROGRAM)
+    assert (
+        cmd.env
+        == launchers.MpichLauncher(PREFIX).command(PROGRAM, 2, transport, ncpus=2, euid=ROOT).env
+    )
+
+
+def test_deb_openmpi_hosts_command(tmp_path: Path) -> None:
+    """Open MPI 4.1 across test-bed hosts: ORTE's agent option, vader, daemons from /usr/bin;
+    the rest as for Open MPI 5."""
+    usr = _debian_prefix(tmp_path, *DEBIAN_TOOLS)
+    build = launchers.HOSTS_COMMANDS["openmpi"]
+    cmd = build(usr, ["prog", "--x"], _placement(2), euid=0, ncpus=2)
+    argv = list(cmd.argv)
+    assert argv[0] == str(usr / "bin" / "mpirun.openmpi")
+    i = argv.index("plm_rsh_agent")
+    assert argv[i - 1 : i + 2] == ["--mca", "plm_rsh_agent", "/run/agent"]
+    assert "--prtemca" not in argv and "plm_ssh_agent" not in argv
+    assert argv[argv.index("btl") + 1] == "self,vader,tcp"
+    assert argv[argv.index("--host") + 1] == "siteA-h0:2,siteB-h0:2"
+    assert argv[argv.index("oob_tcp_if_include") + 1] == "10.77.0.0/16"
+    assert argv[argv.index("mpi_yield_when_idle") + 1] == "1"  # 4 ranks on 2 cores
+    assert argv[-2:] == ["prog", "--x"]
+    assert cmd.env["PATH"].startswith(f"{usr / 'bin'}:")  # orted, as over ssh
+    five = list(build(PREFIX, ["prog"], _placement(2), euid=0).argv)
+    assert five[five.index("plm_ssh_agent") - 1] == "--prtemca"
+    assert five[five.index("btl") + 1] == "self,sm,tcp"
+
+
+def test_deb_mpich_hosts_command(tmp_path: Path) -> None:
+    usr = _debian_prefix(tmp_path, *DEBIAN_TOOLS)
+    cmd = launchers.HOSTS_COMMANDS["mpich"](usr, ["prog"], _placement(1), euid=0)
+    argv = list(cmd.argv)
+    assert argv[0] == str(usr / "bin" / "mpiexec.mpich")
+    plain = launchers.mpich_hosts_command(PREFIX, ["prog"], _placement(1), euid=0).argv
+    assert argv[1:] == list(plain[1:])
+    assert cmd.env["UCX_TLS"] == "tcp,self" and cmd.env["UCX_NET_DEVICES"] == "eth0"

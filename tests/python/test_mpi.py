@@ -58,6 +58,13 @@ def test_flavour_from_version_text(text: str, flavour: str) -> None:
     assert mpi.flavour_from_version_text(text) == flavour
 
 
+@pytest.fixture(autouse=True)
+def _no_debian_mpis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine's /usr stays out of these tests; a test that wants Debian's MPIs points
+    DEB_PREFIX at a stand-in."""
+    monkeypatch.setattr(mpi, "DEB_PREFIX", tmp_path / "no-usr")
+
+
 def _fake_prefix(path: Path, tool: str, body: str) -> Path:
     (path / "bin").mkdir(parents=True)
     script = path / "bin" / tool
@@ -69,7 +76,7 @@ def _fake_prefix(path: Path, tool: str, body: str) -> Path:
 
 def test_discover_fake_tree(fake_root: Path) -> None:
     found = {m.name: m for m in mpi.discover(fake_root, {})}
-    assert list(found) == ["openmpi", "mpich", "user"]
+    assert list(found) == ["openmpi", "mpich", "user", "deb-openmpi", "deb-mpich"]
     ompi = found["openmpi"]
     assert (ompi.available, ompi.flavour, ompi.version, ompi.cuda_aware) == (
         True, "openmpi", "9.9.9", "no",
@@ -78,6 +85,9 @@ def test_discover_fake_tree(fake_root: Path) -> None:
     assert "make deps" in found["mpich"].hint
     assert not found["user"].available
     assert "MPI_HOME" in found["user"].hint
+    for name in ("deb-openmpi", "deb-mpich"):
+        assert not found[name].available
+        assert "not installed" in found[name].hint and "apt-get install" in found[name].hint
 
 
 def test_user_mpi_from_mpi_home_and_mpicc(fake_root: Path, tmp_path: Path) -> None:
@@ -119,3 +129,69 @@ def test_mpich_lib_cuda(tmp_path: Path) -> None:
     assert mpi.mpich_lib_cuda(tmp_path) == "no"
     lib.write_bytes(b"\x7fELF...yaksuri_cudai_pup_hindexed_float...")
     assert mpi.mpich_lib_cuda(tmp_path) == "yes"
+
+
+OMPI_INFO = (
+    'print("ompi:version:full:4.1.4\\n'
+    'mca:opal:base:param:opal_built_with_cuda_support:value:false")'
+)
+MPICH_VERSION = 'print("MPICH Version: 4.0.2\\nMPICH configure: --with-device=ch4:ucx")'
+
+
+def _debian_usr(path: Path) -> Path:
+    """A stand-in for Debian's /usr with both MPIs: ompi_info and mpichversion side by side,
+    each MPI's compiler and launcher under its suffixed name."""
+    bindir = path / "bin"
+    bindir.mkdir(parents=True)
+    for tool, body in (("ompi_info", OMPI_INFO), ("mpichversion", MPICH_VERSION)):
+        (bindir / tool).write_text(f"#!{sys.executable}\n{body}\n")
+        (bindir / tool).chmod(0o755)
+    for tool in ("mpicc.openmpi", "mpiexec.openmpi", "mpicc.mpich", "mpiexec.mpich"):
+        (bindir / tool).write_text("")
+    return path
+
+
+def test_discover_debian(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Debian MPI asks its own tool, though /usr/bin holds both."""
+    usr = _debian_usr(tmp_path / "usr")
+    monkeypatch.setattr(mpi, "DEB_PREFIX", usr)
+    ompi = mpi.discover_one("deb-openmpi", fake_root, {})
+    assert (ompi.available, ompi.flavour, ompi.version, ompi.cuda_aware, ompi.prefix) == (
+        True, "openmpi", "4.1.4", "no", str(usr),
+    )  # fmt: skip
+    mpich = mpi.discover_one("deb-mpich", fake_root, {})
+    assert (mpich.available, mpich.flavour, mpich.version, mpich.prefix) == (
+        True, "mpich", "4.0.2", str(usr),
+    )  # fmt: skip
+    (usr / "bin" / "mpiexec.mpich").unlink()
+    gone = mpi.discover_one("deb-mpich", fake_root, {})
+    assert not gone.available
+    assert "mpiexec.mpich missing" in gone.hint and "libmpich-dev" in gone.hint
+
+
+def test_resolve_debian(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mpi, "DEB_PREFIX", _debian_usr(tmp_path / "usr"))
+    with pytest.raises(UsageError, match=r"not built for deb-mpich .*build/deb-mpich.*make build"):
+        mpi.resolve("deb-mpich", fake_root, {}, "mln-pt2pt")
+    program = fake_root / "build" / "deb-mpich" / "bin" / "mln-pt2pt"
+    program.parent.mkdir(parents=True)
+    program.write_text("")
+    assert mpi.resolve("deb-mpich", fake_root, {}, "mln-pt2pt").flavour == "mpich"
+    assert mpi.resolve(None, fake_root, {}, "mln-pt2pt").name == "openmpi"  # pinned first
+
+
+@pytest.mark.parametrize(
+    ("program", "flavour"),
+    [("mpicc.mpich", "mpich"), ("mpicc.openmpi", "openmpi"), ("mpicc", None),
+     ("mpicc.intel", None), ("mpif90.mpich", "mpich")],
+)  # fmt: skip
+def test_flavour_from_suffix(program: str, flavour: str | None) -> None:
+    assert mpi.flavour_from_suffix(program) == flavour
+
+
+def test_user_mpi_from_debian_mpicc(fake_root: Path, tmp_path: Path) -> None:
+    """make build MPICC=/usr/bin/mpicc.mpich: MPICH, though Open MPI's ompi_info is beside."""
+    usr = _debian_usr(tmp_path / "usr")
+    for compiler, flavour in (("mpicc.mpich", "mpich"), ("mpicc.openmpi", "openmpi")):
+        user = mpi.discover_one("user", fake_root, {"MPICC": str(usr / "bin" / compiler)})
+        assert (user.available, user.flavour, user.prefix) == (True, flavour, str(usr.resolve()))
