@@ -18,7 +18,8 @@
  *
  * A user message of exactly 64 bytes to a remote peer goes as a header with MLN_HDR_INLINE and
  * its bytes on the control comm (stripe_inline.c), so a 64-byte wire message on the user's comm
- * from a remote peer is always a header (from a peer of our site, always a plain message).  Control messages, chunk tags and failures are in stripe_ctl.c.
+ * from a remote peer is always a header (from a peer of our site, always a plain message).  Control
+ * messages, chunk tags and failures are in stripe_ctl.c.
  */
 #include "stripe_int.h"
 

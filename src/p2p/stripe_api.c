@@ -64,9 +64,8 @@ static int is_orphan(const mln_stripe_t *s, const mln_req_t *r)
     return s == NULL || r->owner != s;
 }
 
-mln_status_t mln_stripe_isend_mode(const void *buf, int64_t count, MPI_Datatype datatype,
-                                   int dest, int tag, MPI_Comm comm, int sync,
-                                   mln_request_t *request)
+mln_status_t mln_stripe_isend_mode(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                                   int tag, MPI_Comm comm, int sync, mln_request_t *request)
 {
     mln_stripe_t *s = mln_the_stripe;
     mln_req_t *r = NULL;

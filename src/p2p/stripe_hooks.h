@@ -30,9 +30,8 @@ uint64_t mln_stripe_threshold(void);
  * user's message it announces. */
 int mln_stripe_header_total(const void *msg64, uint64_t *total);
 /* mln_stripe_isend; sync = 1: it completes only once the receiver matched it (MPI_Ssend). */
-mln_status_t mln_stripe_isend_mode(const void *buf, int64_t count, MPI_Datatype datatype,
-                                   int dest, int tag, MPI_Comm comm, int sync,
-                                   mln_request_t *request);
+mln_status_t mln_stripe_isend_mode(const void *buf, int64_t count, MPI_Datatype datatype, int dest,
+                                   int tag, MPI_Comm comm, int sync, mln_request_t *request);
 /* mln_stripe_irecv for a message whose 64-byte wire message (msg64, from `source` with `tag`
  * in comm) was already taken off MPI: the receive goes on from that header. */
 mln_status_t mln_stripe_irecv_taken(void *buf, int64_t count, MPI_Datatype datatype, int source,

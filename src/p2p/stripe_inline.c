@@ -30,13 +30,13 @@ mln_status_t mln_stripe_inline_send(mln_stripe_t *s, mln_req_t *r, int dest_worl
     memcpy(r->inl.data, r->buf, MLN_STRIPE_HDR_SIZE);
     r->state = MLN_REQ_INLINE;
     if (r->sync) /* MPI_Ssend's promise: done once the receiver matched the header */
-        MLN_MPI_CHECK(MPI_Issend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
-                                 &r->mreq),
-                      st, out);
+        MLN_MPI_CHECK(
+            MPI_Issend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq),
+            st, out);
     else
-        MLN_MPI_CHECK(MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm,
-                                &r->mreq),
-                      st, out);
+        MLN_MPI_CHECK(
+            MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq),
+            st, out);
     MLN_MPI_CHECK(MPI_Isend(&r->inl, (int)sizeof(r->inl), MPI_BYTE, dest_world,
                             inline_tag(s, r->msg_id), s->ctrl, &r->mreq2),
                   st, out);

@@ -55,9 +55,9 @@ struct mln_pl_req {
     MPI_Datatype dtype;
     int peer, tag;
     MPI_Comm comm;
-    void *copy;        /* buffered send: the layer's packed copy of the data */
-    MPI_Status status; /* final status: the generalized request's query answers with it */
-    int error;         /* MPI error code of the operation (MPI_SUCCESS, MPI_ERR_TRUNCATE...) */
+    void *copy;             /* buffered send: the layer's packed copy of the data */
+    MPI_Status status;      /* final status: the generalized request's query answers with it */
+    int error;              /* MPI error code of the operation (MPI_SUCCESS, MPI_ERR_TRUNCATE...) */
     mln_pl_req_t *next_run; /* on the list of operations the engine runs */
 };
 
@@ -66,17 +66,17 @@ struct mln_pl_req {
 typedef struct mln_pl_stash mln_pl_stash_t;
 struct mln_pl_stash {
     int source, tag;
-    int header;       /* a striped or inline header (data = its 64 bytes) */
-    uint64_t total;   /* bytes of the user's message */
-    uint64_t len;     /* bytes at data */
+    int header;     /* a striped or inline header (data = its 64 bytes) */
+    uint64_t total; /* bytes of the user's message */
+    uint64_t len;   /* bytes at data */
     unsigned char *data;
     mln_pl_stash_t *next;
 };
 
 typedef struct mln_pl_comm {
     int size;
-    int plain;          /* intercommunicator, or nobody remote: everything goes to MPI */
-    int spans;          /* some pair of ranks is on different sites (the same on every rank) */
+    int plain;             /* intercommunicator, or nobody remote: everything goes to MPI */
+    int spans;             /* some pair of ranks is on different sites (the same on every rank) */
     unsigned char *remote; /* rank -> 1 when its messages go through the engine */
     mln_pl_stash_t *stash; /* messages a probe took off MPI, oldest first */
 } mln_pl_comm_t;
@@ -84,15 +84,15 @@ typedef struct mln_pl_comm {
 /* ---- the layer ------------------------------------------------------------------------- */
 
 typedef struct mln_pl {
-    int on;       /* Multilane started in MPI_Init and not yet finalized */
-    int threaded; /* MPI_THREAD_MULTIPLE: every layer call holds `lock` */
+    int on;               /* Multilane started in MPI_Init and not yet finalized */
+    int threaded;         /* MPI_THREAD_MULTIPLE: every layer call holds `lock` */
     pthread_mutex_t lock; /* recursive: generalized request callbacks run inside MPI calls */
-    int keyval;   /* communicator attribute: mln_pl_comm_t */
-    MPI_Comm last_comm; /* one-entry cache of the attribute */
+    int keyval;           /* communicator attribute: mln_pl_comm_t */
+    MPI_Comm last_comm;   /* one-entry cache of the attribute */
     mln_pl_comm_t *last_info;
-    MPI_Comm self;        /* dup of MPI_COMM_SELF: messages that back probed messages */
-    int coll_progress;    /* blocking collectives on spanning comms run as nonblocking ones */
-    int stats;            /* MLN_PRELOAD_STATS: one line per rank at MPI_Finalize */
+    MPI_Comm self;         /* dup of MPI_COMM_SELF: messages that back probed messages */
+    int coll_progress;     /* blocking collectives on spanning comms run as nonblocking ones */
+    int stats;             /* MLN_PRELOAD_STATS: one line per rank at MPI_Finalize */
     mln_pl_req_t *running; /* operations the engine runs (for the program or detached) */
     /* requests the program holds: open addressing on the handle's bits */
     mln_pl_req_t **map;

@@ -175,18 +175,18 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         int mln_rc, mln_engine;                                                                    \
         MPI_Request mln_req;                                                                       \
         if (!mln_pl.on)                                                                            \
-            return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                 \
+            return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                  \
         MLN_PL_LOCK();                                                                             \
-        mln_engine = mln_pl_send_engine(comm, dest, mln_pl_bytes(count, datatype));               \
+        mln_engine = mln_pl_send_engine(comm, dest, mln_pl_bytes(count, datatype));                \
         if (mln_engine) {                                                                          \
-            mln_rc = blocking(OP, (void *)buf, count, datatype, dest, tag, comm,                 \
-                              MPI_STATUS_IGNORE);                                                  \
+            mln_rc =                                                                               \
+                blocking(OP, (void *)buf, count, datatype, dest, tag, comm, MPI_STATUS_IGNORE);    \
         } else if (mln_stripe_busy() || mln_pl.running) {                                          \
-            mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, &mln_req);   \
+            mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, &mln_req);     \
             mln_rc = plain_poll(mln_rc, &mln_req, MPI_STATUS_IGNORE);                              \
         } else {                                                                                   \
             MLN_PL_UNLOCK();                                                                       \
-            return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                 \
+            return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                  \
         }                                                                                          \
         MLN_PL_UNLOCK();                                                                           \
         return mln_rc;                                                                             \
@@ -196,12 +196,12 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
     do {                                                                                           \
         int mln_rc;                                                                                \
         if (!mln_pl.on)                                                                            \
-            return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);       \
+            return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
         if (mln_pl_send_engine(comm, dest, mln_pl_bytes(count, datatype)))                         \
             mln_rc = req_make(OP, buf, count, datatype, dest, tag, comm, 0, request);              \
         else                                                                                       \
-            mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);     \
+            mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);      \
         MLN_PL_UNLOCK();                                                                           \
         return mln_rc;                                                                             \
     } while (0)
@@ -210,12 +210,12 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
     do {                                                                                           \
         int mln_rc;                                                                                \
         if (!mln_pl.on)                                                                            \
-            return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);       \
+            return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
         if (mln_pl_send_engine(comm, dest, mln_pl_bytes(count, datatype)))                         \
             mln_rc = req_make(OP, buf, count, datatype, dest, tag, comm, 1, request);              \
         else                                                                                       \
-            mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);     \
+            mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);      \
         MLN_PL_UNLOCK();                                                                           \
         return mln_rc;                                                                             \
     } while (0)
@@ -387,15 +387,13 @@ int mln_pl_Sendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
 }
 
 int mln_pl_Sendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
-                            int sendtag, int source, int recvtag, MPI_Comm comm,
-                            MPI_Status *status)
+                            int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
     int size = 0, pos = 0, rc;
     void *copy;
 
-    if (!mln_pl.on ||
-        (!mln_pl_send_engine(comm, dest, mln_pl_bytes(count, datatype)) &&
-         !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running))
+    if (!mln_pl.on || (!mln_pl_send_engine(comm, dest, mln_pl_bytes(count, datatype)) &&
+                       !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running))
         return MLN_PL_REAL(Sendrecv_replace, count, buf, count, datatype, dest, sendtag, source,
                            recvtag, comm, status);
     /* the outgoing data is packed aside, then the buffer receives while the copy goes out */

@@ -51,8 +51,7 @@ static int entry_matches(const mln_pl_stash_t *e, int source, int tag)
 }
 
 /* The first entry that (source, tag) matches; the entry before it in *prev (NULL: first). */
-static mln_pl_stash_t *stash_find(mln_pl_comm_t *info, int source, int tag,
-                                  mln_pl_stash_t **prev)
+static mln_pl_stash_t *stash_find(mln_pl_comm_t *info, int source, int tag, mln_pl_stash_t **prev)
 {
     mln_pl_stash_t *before = NULL;
 
@@ -138,8 +137,7 @@ static int drain(MPI_Comm comm, mln_pl_comm_t *info, int source, int tag)
         mln_pl_stash_t *e, **tail;
         uint64_t total;
 
-        if (mln_pmpi.Improbe(source, MPI_ANY_TAG, comm, &flag, &msg, &st) != MPI_SUCCESS ||
-            !flag)
+        if (mln_pmpi.Improbe(source, MPI_ANY_TAG, comm, &flag, &msg, &st) != MPI_SUCCESS || !flag)
             return -1; /* it was there a moment ago: another thread took it */
         MPI_Get_elements_x(&st, MPI_BYTE, &n);
         e = calloc(1, sizeof(*e));
@@ -248,13 +246,18 @@ int mln_pl_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 static int msg_make(MPI_Comm comm, mln_pl_stash_t *e, MPI_Message *message)
 {
     struct mln_pl_msg *m = calloc(1, sizeof(*m));
+    MPI_Request sent;
     int rc;
 
     if (m == NULL)
         return MPI_ERR_NO_MEM;
-    rc = mln_pmpi.Send(NULL, 0, MPI_BYTE, 0, 0, mln_pl.self);
+
+    /* nonblocking: a blocking send to oneself may wait for its receive (MPICH's does) */
+    rc = mln_pmpi.Isend(NULL, 0, MPI_BYTE, 0, 0, mln_pl.self, &sent);
     if (rc == MPI_SUCCESS)
         rc = mln_pmpi.Mprobe(0, 0, mln_pl.self, &m->handle, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) /* done once the stand-in is received (Mrecv) */
+        rc = mln_pmpi.Request_free(&sent);
     if (rc != MPI_SUCCESS) {
         free(m);
         return rc;

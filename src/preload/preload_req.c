@@ -72,14 +72,15 @@ void mln_pl_req_map_add(mln_pl_req_t *r)
     mln_pl.map_used++;
 }
 
-void mln_pl_req_map_del(mln_pl_req_t *r)
+/* Removes r, found under `handle` (r itself is not read: MPI may have freed it already). */
+static void map_del_at(MPI_Request handle, const mln_pl_req_t *r)
 {
     const size_t mask = mln_pl.map_cap - 1;
     size_t i, j;
 
     if (mln_pl.map_used == 0)
         return;
-    for (i = key_of(r->handle) & mask; mln_pl.map[i] != r; i = (i + 1) & mask)
+    for (i = key_of(handle) & mask; mln_pl.map[i] != r; i = (i + 1) & mask)
         if (mln_pl.map[i] == NULL)
             return;
     mln_pl.map[i] = NULL;
@@ -95,6 +96,11 @@ void mln_pl_req_map_del(mln_pl_req_t *r)
     }
 }
 
+void mln_pl_req_map_del(mln_pl_req_t *r)
+{
+    map_del_at(r->handle, r);
+}
+
 /* ---- generalized requests ------------------------------------------------------------------ */
 
 static int greq_query(void *extra, MPI_Status *status)
@@ -106,17 +112,17 @@ static int greq_query(void *extra, MPI_Status *status)
     return MPI_SUCCESS; /* an error is returned (and its handler called) by the wrapper */
 }
 
+/* Called by MPI inside its wait, test or free of the request, which the layer always makes
+ * itself, holding its lock, after taking r out of its map: no lock here (MPI may hold its own
+ * while it calls us, and another thread of ours may wait for MPI's while holding ours). */
 static int greq_free(void *extra)
 {
     mln_pl_req_t *r = extra;
 
     if (r->persistent) /* one operation of it: the request itself stays */
         return MPI_SUCCESS;
-    MLN_PL_LOCK();
-    mln_pl_req_map_del(r);
     free(r->copy);
     free(r);
-    MLN_PL_UNLOCK();
     return MPI_SUCCESS;
 }
 
@@ -198,6 +204,7 @@ void mln_pl_req_done(mln_pl_req_t *r, mln_status_t st, const MPI_Status *status)
         free(r);
     } else {
         MPI_Request g = r->greq; /* MPI writes the handle after greq_free freed r */
+        mln_pl_req_map_del(r);
         mln_pmpi.Request_free(&g);
     }
 }
@@ -321,6 +328,8 @@ static int complete_one(MPI_Request *req, mln_pl_req_t *r, int wait, int *flag, 
     }
     err = r->error;
     greq = r->greq;
+    if (!persistent)
+        mln_pl_req_map_del(r); /* MPI frees it now (greq_free) */
     rc = wait ? mln_pmpi.Wait(&greq, status) : mln_pmpi.Test(&greq, flag ? flag : &one, status);
     if (persistent) {
         r->active = 0;
@@ -491,8 +500,8 @@ static int multi_run(const multi_t *m)
     for (;;) {
         mln_pl_progress();
         for (int i = 0; i < n; i++)
-            errs[i] = pls[i] && tmp[i] != MPI_REQUEST_NULL && pls[i]->done ? pls[i]->error
-                                                                          : MPI_SUCCESS;
+            errs[i] =
+                pls[i] && tmp[i] != MPI_REQUEST_NULL && pls[i]->done ? pls[i]->error : MPI_SUCCESS;
         done = 0;
         rc = multi_test(m, tmp, &done);
         if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)
@@ -509,6 +518,8 @@ static int multi_run(const multi_t *m)
                 pls[i]->greq = MPI_REQUEST_NULL;
             }
         } else {
+            if (pls[i] != NULL && tmp[i] == MPI_REQUEST_NULL) /* MPI freed it (greq_free) */
+                map_del_at(m->reqs[i], pls[i]);
             m->reqs[i] = tmp[i];
         }
     }
@@ -572,8 +583,7 @@ static int multi(const multi_t *m)
 
 int mln_pl_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
 {
-    multi_t m = {MULTI_ALL, 1, count, array_of_requests, NULL, NULL, NULL, NULL,
-                 array_of_statuses};
+    multi_t m = {MULTI_ALL, 1, count, array_of_requests, NULL, NULL, NULL, NULL, array_of_statuses};
 
     if (all_plain(count, array_of_requests))
         return mln_pmpi.Waitall(count, array_of_requests, array_of_statuses);
@@ -583,8 +593,7 @@ int mln_pl_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_
 int mln_pl_Testall(int count, MPI_Request array_of_requests[], int *flag,
                    MPI_Status array_of_statuses[])
 {
-    multi_t m = {MULTI_ALL, 0, count, array_of_requests, flag, NULL, NULL, NULL,
-                 array_of_statuses};
+    multi_t m = {MULTI_ALL, 0, count, array_of_requests, flag, NULL, NULL, NULL, array_of_statuses};
 
     if (all_plain(count, array_of_requests))
         return mln_pmpi.Testall(count, array_of_requests, flag, array_of_statuses);
@@ -613,7 +622,7 @@ int mln_pl_Testany(int count, MPI_Request array_of_requests[], int *index, int *
 int mln_pl_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                     int array_of_indices[], MPI_Status array_of_statuses[])
 {
-    multi_t m = {MULTI_SOME, 1,        incount,         array_of_requests, NULL,
+    multi_t m = {MULTI_SOME, 1,        incount,          array_of_requests, NULL,
                  NULL,       outcount, array_of_indices, array_of_statuses};
 
     if (all_plain(incount, array_of_requests))
@@ -625,7 +634,7 @@ int mln_pl_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
 int mln_pl_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
                     int array_of_indices[], MPI_Status array_of_statuses[])
 {
-    multi_t m = {MULTI_SOME, 0,        incount,         array_of_requests, NULL,
+    multi_t m = {MULTI_SOME, 0,        incount,          array_of_requests, NULL,
                  NULL,       outcount, array_of_indices, array_of_statuses};
 
     if (all_plain(incount, array_of_requests))
@@ -681,6 +690,7 @@ int mln_pl_Request_free(MPI_Request *request)
         free(r);
     } else if (r->done) {
         MPI_Request g = r->greq; /* greq_free frees r; MPI then writes the handle */
+        mln_pl_req_map_del(r);
         mln_pmpi.Request_free(&g);
     } else {
         r->freed = 1;
