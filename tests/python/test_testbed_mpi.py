@@ -107,10 +107,16 @@ def test_shortcut_through_shared_memory_is_caught(
     ]
     cmd = HOSTS_COMMANDS["mpich"](REPO_ROOT / ".deps" / "mpich", program, run.placement, euid=0)
     argv = ["ucx" if word == "ofi" else word for word in cmd.argv]  # the netmod -genv
+    # UCX with its default transports (shared memory among them), not the tcp-only settings
+    # that mpich_tcp_env gives Debian's UCX-only MPICH
+    for i in range(len(argv) - 2, -1, -1):
+        if argv[i] == "-genv" and argv[i + 1].startswith("UCX_"):
+            del argv[i : i + 3]
+    cmd_env = {k: v for k, v in cmd.env.items() if not k.startswith("UCX_")}
     before = run.wan_tx_bytes()
     proc = subprocess.run(
         run.wrap(argv),
-        env={**env, **cmd.env, "MPIR_CVAR_CH4_NETMOD": "ucx"},
+        env={**env, **cmd_env, "MPIR_CVAR_CH4_NETMOD": "ucx"},
         capture_output=True,
         text=True,
         timeout=180,
