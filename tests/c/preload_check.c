@@ -44,6 +44,24 @@ void pc_step(const pc_ctx_t *c, const char *fmt, ...)
              c->prog, c->rank, c->phase, step);
 }
 
+/* The known deviations (PC_QUIRK_*) of the MPI this program runs on. */
+static int pc_quirks_of_mpi(void)
+{
+    char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    const char *m;
+    int len = 0;
+
+    MPI_Get_library_version(v, &len);
+    if (!strncmp(v, "Open MPI v4.", 12) || !strncmp(v, "Open MPI v3.", 12))
+        return PC_QUIRK_BSEND_INIT_ONCE;
+    if (!strncmp(v, "MPICH Version:", 14)) {
+        m = v + 14 + strspn(v + 14, " \t");
+        if (*m >= '1' && *m <= '4' && m[1] == '.')
+            return PC_QUIRK_PROCNULL_STATUS | PC_QUIRK_UNDEFINED_STATUS;
+    }
+    return 0;
+}
+
 void pc_init(pc_ctx_t *c, const char *prog)
 {
     memset(c, 0, sizeof(*c));
@@ -53,6 +71,29 @@ void pc_init(pc_ctx_t *c, const char *prog)
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     snprintf(c->phase, sizeof(c->phase), "init");
     signal(SIGALRM, pc_watchdog_fire);
+    c->quirks = pc_quirks_of_mpi();
+}
+
+int pc_quirk(pc_ctx_t *c, int q)
+{
+    static const char *const note[3] = {
+        "Open MPI 4 sends wrong data when a Bsend_init request is started a second time: "
+        "each is made anew before its Start",
+        "MPICH 4 leaves the status of an Irecv from MPI_PROC_NULL completed by Waitall unset: "
+        "not checked",
+        "MPICH 4 leaves the status of Waitany / Testany with no active request unset: not "
+        "checked"};
+
+    if (!(c->quirks & q))
+        return 0;
+    if (c->rank == 0 && c->thread < 0 && !(c->noted & q)) {
+        for (int i = 0; i < 3; i++)
+            if (q == 1 << i)
+                printf("%s: note: %s\n", c->prog, note[i]);
+        fflush(stdout);
+    }
+    c->noted |= q;
+    return 1;
 }
 
 void pc_fail(pc_ctx_t *c, const char *what, const char *fmt, ...)
