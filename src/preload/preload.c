@@ -212,14 +212,33 @@ int mln_pl_error(MPI_Comm comm, mln_status_t st)
     return code;
 }
 
+/* Levels of the layer's lock this thread holds. */
+static __thread int lock_depth;
+
+void mln_pl_lock(void)
+{
+    pthread_mutex_lock(&mln_pl.lock);
+    lock_depth++;
+}
+
+void mln_pl_unlock(void)
+{
+    lock_depth--;
+    pthread_mutex_unlock(&mln_pl.lock);
+}
+
 void mln_pl_idle(int *spins)
 {
-    if (++*spins < 64)
+    const int depth = mln_pl.threaded ? lock_depth : 0;
+
+    if (depth == 0 && ++*spins < 64)
         return;
     *spins = 0;
-    MLN_PL_UNLOCK(); /* other threads of the program get their turn */
-    sched_yield();   /* and so do other ranks of an oversubscribed host */
-    MLN_PL_LOCK();
+    for (int i = 0; i < depth; i++) /* other threads of the program get their turn */
+        mln_pl_unlock();
+    sched_yield(); /* and so do other ranks of an oversubscribed host */
+    for (int i = 0; i < depth; i++)
+        mln_pl_lock();
 }
 
 /* ---- MPI_Init, MPI_Finalize --------------------------------------------------------------- */
@@ -248,13 +267,11 @@ static void start(void)
     MPI_Query_thread(&provided);
     mln_pl.threaded = provided == MPI_THREAD_MULTIPLE;
     env = getenv("MLN_PRELOAD_THREADS");
-    if (mln_pl.threaded && (env == NULL || strcmp(env, "1") != 0)) {
-        /* the locked mode still fails its own test (tests/c/preload_thread.c): not by default */
+    if (mln_pl.threaded && env != NULL && strcmp(env, "0") == 0) {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         if (rank == 0)
-            fprintf(stderr, "multilane-preload: MPI_THREAD_MULTIPLE: the layer passes every call "
-                            "to MPI unchanged (no striping; MLN_PRELOAD_THREADS=1 tries the "
-                            "locked mode)\n");
+            fprintf(stderr, "multilane-preload: MPI_THREAD_MULTIPLE with MLN_PRELOAD_THREADS=0: "
+                            "the layer passes every call to MPI unchanged (no striping)\n");
         return;
     }
     pthread_mutexattr_init(&attr);

@@ -104,15 +104,20 @@ typedef struct mln_pl {
 
 extern mln_pl_t mln_pl;
 
+/* The layer's lock (MPI_THREAD_MULTIPLE only).  It is recursive (generalized-request
+ * callbacks and nested wrappers take it again); mln_pl_idle lets go of every level this
+ * thread holds, so that a wait in one thread never keeps the others out. */
+void mln_pl_lock(void);
+void mln_pl_unlock(void);
 #define MLN_PL_LOCK()                                                                              \
     do {                                                                                           \
         if (mln_pl.threaded)                                                                       \
-            pthread_mutex_lock(&mln_pl.lock);                                                      \
+            mln_pl_lock();                                                                         \
     } while (0)
 #define MLN_PL_UNLOCK()                                                                            \
     do {                                                                                           \
         if (mln_pl.threaded)                                                                       \
-            pthread_mutex_unlock(&mln_pl.lock);                                                    \
+            mln_pl_unlock();                                                                       \
     } while (0)
 
 /* preload.c */
