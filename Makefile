@@ -140,12 +140,15 @@ ASAN_CI_mpich   = -LE bigmem -E '_np([3-9]|[1-9][0-9])$$'
 test-asan-ci: build-asan
 	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,-asan,$(m),$(ASAN_CI_$(m)));)
 
-# Debian's MPIs (DEB_MPIS): only what is about them, the Fortran programs intercepted on them
-# (label fortran); the rest of the C tests is the same code as on the pinned MPIs.  The C
-# tests of the layer (label preload) are not yet right about these older MPIs (Open MPI 4.1,
-# MPICH 4.0: statuses of inactive requests), so they run on the pinned MPIs only for now.
+# Debian's MPIs (DEB_MPIS): only what is about them, the preload layer under them and the
+# Fortran programs intercepted on them (labels preload and fortran); the rest of the C tests
+# is the same code as on the pinned MPIs.  Not the layer's threads test on MPICH 4.0.2: under
+# the layer about one run in ten ends in MPICH's own assertion (ch4_impl.h:108, a request's
+# completion counter below zero, in its UCX eager handler; never without the layer, never on
+# MPICH 5.0.2): open, docs/PRELOAD.md "Known limits".
+TEST_DEB_deb-mpich = -E '^preload_thread_np'
 test-deb: build
-	@set -e; $(foreach m,$(DEB_MPIS),$(call mln_ctest,,$(m),-L '^fortran$$');)
+	@set -e; $(foreach m,$(DEB_MPIS),$(call mln_ctest,,$(m),-L '^(preload|fortran)$$' $(TEST_DEB_$(m)));)
 
 # The interposition layer's generated wrappers (src/preload/gen_wrappers.py, pympistandard).
 preload-gen: venv
