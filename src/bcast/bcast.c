@@ -671,3 +671,11 @@ void mln_bcast_fini(void)
     if (flag) /* freed here, while MPI still runs (MPI_Finalize need not free it) */
         MPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
 }
+
+static void bcast_module_fini(mln_context_t *ctx)
+{
+    (void)ctx;
+    mln_bcast_fini();
+}
+
+const mln_module_t mln_module_bcast = {.name = "bcast", .init = NULL, .fini = bcast_module_fini};

@@ -7,13 +7,15 @@
  */
 #include "mln_core.h"
 
-#include "../bcast/bcast_int.h"
-#include "../p2p/stripe_int.h"
-
 #include <stdlib.h>
 #include <string.h>
 
 static mln_context_t *mln_the_context;
+
+/* Started in this order, stopped in the reverse one: the broadcast's set-up on
+ * mln_comm_world() goes before the striping engine frees that communicator. */
+static const mln_module_t *const modules[] = {&mln_module_p2p, &mln_module_bcast};
+#define MLN_NMODULES (sizeof(modules) / sizeof(modules[0]))
 
 mln_context_t *mln_context(void)
 {
@@ -83,15 +85,17 @@ mln_status_t mln_init(void)
         ctx->log_fp_owned = 1;
     }
     mln_the_context = ctx;
-    st = mln_stripe_init(ctx, &ctx->stripe);
-    if (st != MLN_OK)
+    for (size_t m = 0; m < MLN_NMODULES; m++) {
+        if (modules[m]->init == NULL)
+            continue;
+        st = modules[m]->init(ctx);
+        if (st == MLN_OK)
+            continue;
+        MLN_DEBUG("module %s failed to start: %s", modules[m]->name, mln_status_str(st));
+        while (m-- > 0) /* those already started stop again */
+            if (modules[m]->fini)
+                modules[m]->fini(ctx);
         goto err_ctx;
-    if (mln_helper_is_helper(ctx->stripe)) {
-        /* A helper rank forwards until the application finalizes, then leaves the job. */
-        st = mln_helper_serve(ctx->stripe);
-        mln_finalize();
-        MPI_Finalize();
-        exit(st == MLN_OK ? 0 : 1);
     }
     MLN_DEBUG("multilane %s initialised: rank %d of %d, log level %s", mln_version_string(),
               ctx->world_rank, ctx->world_size,
@@ -114,8 +118,9 @@ mln_status_t mln_finalize(void)
     if (ctx == NULL)
         return MLN_ERR_NOT_INIT;
     MLN_DEBUG("multilane finalising");
-    mln_bcast_fini(); /* before the stripe engine frees mln_comm_world() */
-    mln_stripe_fini(ctx->stripe);
+    for (size_t m = MLN_NMODULES; m-- > 0;)
+        if (modules[m]->fini)
+            modules[m]->fini(ctx);
     mln_the_context = NULL;
     if (ctx->log_fp_owned)
         fclose(ctx->log_fp);

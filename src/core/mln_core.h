@@ -30,6 +30,21 @@ typedef struct mln_context {
 /* The context of the running library, or NULL before mln_init / after mln_finalize. */
 mln_context_t *mln_context(void);
 
+/*
+ * A module of the library (src/p2p, src/bcast, ...), as init.c sees it: started in the order
+ * of init.c's table at mln_init (init may be NULL: nothing to set up), stopped in the reverse
+ * order at mln_finalize.  Each module defines its own descriptor; core names none of their
+ * functions.
+ */
+typedef struct mln_module {
+    const char *name;
+    mln_status_t (*init)(mln_context_t *ctx);
+    void (*fini)(mln_context_t *ctx);
+} mln_module_t;
+
+extern const mln_module_t mln_module_p2p;   /* src/p2p/stripe_api.c */
+extern const mln_module_t mln_module_bcast; /* src/bcast/bcast.c */
+
 /* ---- datatypes -------------------------------------------------------------------------- */
 
 /* 1 when `count` elements of `dt` are count * size contiguous bytes, which then start

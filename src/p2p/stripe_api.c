@@ -497,3 +497,26 @@ void mln_stripe_fini(mln_stripe_t *s)
         mln_the_stripe = NULL;
     free_rank_tables(s);
 }
+
+/* ---- the module (init.c) ------------------------------------------------------------------ */
+
+static mln_status_t p2p_init(mln_context_t *ctx)
+{
+    mln_status_t st = mln_stripe_init(ctx, &ctx->stripe);
+
+    if (st != MLN_OK || !mln_helper_is_helper(ctx->stripe))
+        return st;
+    /* A helper rank forwards until the application finalizes, then leaves the job. */
+    st = mln_helper_serve(ctx->stripe);
+    mln_finalize();
+    MPI_Finalize();
+    exit(st == MLN_OK ? 0 : 1);
+}
+
+static void p2p_fini(mln_context_t *ctx)
+{
+    mln_stripe_fini(ctx->stripe);
+    ctx->stripe = NULL;
+}
+
+const mln_module_t mln_module_p2p = {.name = "p2p", .init = p2p_init, .fini = p2p_fini};
