@@ -74,6 +74,7 @@ def binding(proc_name: str, big: bool = False) -> Binding | None:
 class Spec:
     kind: str  # impl, poll, flush, real
     name: str
+    mpi4: bool = False  # only where the MPI has it (MLN_PL_MPI4)
 
 
 def read_spec(path: Path) -> list[Spec]:
@@ -83,34 +84,39 @@ def read_spec(path: Path) -> list[Spec]:
         if not line:
             continue
         parts = line.split()
-        if len(parts) != 2 or parts[0] not in ("impl", "poll", "flush", "real"):
-            sys.exit(f"{path}:{lineno}: expected 'impl|poll|flush|real NAME', got {line!r}")
+        if (
+            len(parts) not in (2, 3)
+            or parts[0] not in ("impl", "poll", "flush", "real")
+            or parts[2:] not in ([], ["mpi4"])
+        ):
+            sys.exit(f"{path}:{lineno}: expected 'impl|poll|flush|real NAME [mpi4]', got {line!r}")
         if binding(parts[1]) is None:
             sys.exit(f"{path}:{lineno}: MPI_{parts[1]} is not in the MPI standard's API data")
-        specs.append(Spec(parts[0], parts[1]))
+        specs.append(Spec(parts[0], parts[1], len(parts) == 3))
     return specs
 
 
-def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool]]:
-    """(binding, is_bigcount) for every real entry point the layer calls, in a stable order."""
-    seen: dict[str, tuple[Binding, bool]] = {}
+def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool]]:
+    """(binding, is_bigcount, mpi4) for every real entry point the layer calls, in order."""
+    seen: dict[str, tuple[Binding, bool, bool]] = {}
 
-    def add(name: str, big: bool) -> None:
+    def add(name: str, big: bool, mpi4: bool) -> None:
         b = binding(name, big)
         if b is not None and b.name not in seen:
-            seen[b.name] = (b, big)
+            seen[b.name] = (b, big, mpi4)
 
     for spec in specs:
-        add(spec.name, False)
-        add(spec.name, True)
+        add(spec.name, False, spec.mpi4)
+        add(spec.name, True, spec.mpi4)
         if spec.kind == "poll":
-            add("I" + spec.name, False)
-            add("I" + spec.name, True)
+            add("I" + spec.name, False, spec.mpi4)
+            add("I" + spec.name, True, spec.mpi4)
     return list(seen.values())
 
 
-def guard(big: bool, text: str) -> str:
-    return f"#if MLN_PL_BIGCOUNT\n{text}#endif\n" if big else text
+def guard(big: bool, text: str, mpi4: bool = False) -> str:
+    conds = (["MLN_PL_BIGCOUNT"] if big else []) + (["MLN_PL_MPI4"] if mpi4 else [])
+    return f"#if {' && '.join(conds)}\n{text}#endif\n" if conds else text
 
 
 def gen_header(specs: list[Spec]) -> str:
@@ -119,12 +125,16 @@ def gen_header(specs: list[Spec]) -> str:
         "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n#include <stddef.h>\n\n"
         "/* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */\n"
         "#if defined(MPI_VERSION) && MPI_VERSION >= 4\n#define MLN_PL_BIGCOUNT 1\n#else\n"
-        "#define MLN_PL_BIGCOUNT 0\n#endif\n\n"
+        "#define MLN_PL_BIGCOUNT 0\n#endif\n"
+        "/* MPI-4 point-to-point (MPI_Isendrecv...): MPI-4 libraries and Open MPI 5. */\n"
+        "#if (defined(MPI_VERSION) && MPI_VERSION >= 4) || "
+        "(defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)\n"
+        "#define MLN_PL_MPI4 1\n#else\n#define MLN_PL_MPI4 0\n#endif\n\n"
         "/* The real entry points (PMPI_X of the MPI library), resolved once (preload.c). */\n"
         "struct mln_pmpi_table {\n"
     )
-    for b, big in table_entries(specs):
-        out.append(guard(big, f"    __typeof__(PMPI_{b.name}) *{b.name};\n"))
+    for b, big, mpi4 in table_entries(specs):
+        out.append(guard(big, f"    __typeof__(PMPI_{b.name}) *{b.name};\n", mpi4))
     out.append("};\nextern struct mln_pmpi_table mln_pmpi;\n\n")
     out.append(
         "/* Resolves every entry; the names of those not found are written to missing\n"
@@ -156,7 +166,7 @@ def gen_header(specs: list[Spec]) -> str:
         for big in (False, True):
             b = binding(spec.name, big)
             if b is not None:
-                out.append(guard(big, f"#define MPI_{b.name} (*mln_pmpi.{b.name})\n"))
+                out.append(guard(big, f"#define MPI_{b.name} (*mln_pmpi.{b.name})\n", spec.mpi4))
     out.append("#endif /* MLN_PMPI_REDIRECT */\n\n#endif /* MLN_WRAPPERS_GEN_H */\n")
     return "".join(out)
 
@@ -193,14 +203,13 @@ def gen_source(specs: list[Spec]) -> str:
                     f"    mln_rc = mln_pmpi.{twin.name}({args}{', ' if args else ''}&mln_rq);\n"
                     "    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);\n"
                 )
-            out.append(guard(big, wrapper(b, body)))
+            out.append(guard(big, wrapper(b, body), spec.mpi4))
     out.append(
         "static const struct {\n    const char *name;\n    size_t offset;\n} mln_pmpi_names[] = {\n"
     )
-    for b, big in table_entries(specs):
-        out.append(
-            guard(big, f'    {{"PMPI_{b.name}", offsetof(struct mln_pmpi_table, {b.name})}},\n')
-        )
+    for b, big, mpi4 in table_entries(specs):
+        entry = f'    {{"PMPI_{b.name}", offsetof(struct mln_pmpi_table, {b.name})}},\n'
+        out.append(guard(big, entry, mpi4))
     out.append(
         "};\n\nint mln_pmpi_resolve(void *(*lookup)(const char *name), char *missing, size_t len)\n"
         "{\n    int nmissing = 0;\n    size_t used = 0;\n\n"

@@ -35,7 +35,8 @@ typedef enum mln_pl_op {
     MLN_PL_SSEND,
     MLN_PL_BSEND,
     MLN_PL_RSEND,
-    MLN_PL_RECV
+    MLN_PL_RECV,
+    MLN_PL_PAIR /* MPI_Isendrecv: a receive and a send of the layer's (pair[]) */
 } mln_pl_op_t;
 
 typedef struct mln_pl_req mln_pl_req_t;
@@ -59,6 +60,7 @@ struct mln_pl_req {
     MPI_Status status;      /* final status: the generalized request's query answers with it */
     int error;              /* MPI error code of the operation (MPI_SUCCESS, MPI_ERR_TRUNCATE...) */
     mln_pl_req_t *next_run; /* on the list of operations the engine runs */
+    MPI_Request pair[2];    /* MLN_PL_PAIR: its receive and its send, not yet completed */
 };
 
 /* ---- what the layer knows about a communicator (an attribute, freed with it) ------------ */
@@ -94,6 +96,7 @@ typedef struct mln_pl {
     int coll_progress;     /* blocking collectives on spanning comms run as nonblocking ones */
     int stats;             /* MLN_PRELOAD_STATS: one line per rank at MPI_Finalize */
     mln_pl_req_t *running; /* operations the engine runs (for the program or detached) */
+    mln_pl_req_t *pairs;   /* MPI_Isendrecv operations not yet complete (preload_pair.c) */
     /* requests the program holds: open addressing on the handle's bits */
     mln_pl_req_t **map;
     size_t map_cap, map_used;
@@ -144,6 +147,11 @@ void mln_pl_req_done(mln_pl_req_t *r, mln_status_t st, const MPI_Status *status)
 void mln_pl_progress(void);
 /* Finishes everything the layer runs (MPI_Finalize, Buffer_detach). */
 void mln_pl_drain(int detached_only);
+
+/* preload_pair.c: moves the MPI_Isendrecv operations on (from mln_pl_progress). */
+void mln_pl_pairs_progress(void);
+/* Completes one request of the layer's or MPI's without moving anything: 1 when complete. */
+int mln_pl_test_quiet(MPI_Request *request, MPI_Status *status);
 
 /* preload_p2p.c: starts r's operation (send or receive) in the engine; status for errors. */
 int mln_pl_start(mln_pl_req_t *r);

@@ -231,6 +231,34 @@ void mln_pl_progress(void)
         if (mln_stripe_done(r->eng))
             take_result(r);
     }
+    if (mln_pl.pairs)
+        mln_pl_pairs_progress();
+}
+
+int mln_pl_test_quiet(MPI_Request *request, MPI_Status *status)
+{
+    mln_pl_req_t *r = mln_pl_req_find(*request);
+    int flag = 0;
+
+    if (r == NULL) { /* MPI's own: its single-request test leaves MPI_ERROR to us */
+        int rc = mln_pmpi.Test(request, &flag, status);
+        if (rc != MPI_SUCCESS)
+            flag = 1;
+        if (flag && status != MPI_STATUS_IGNORE)
+            status->MPI_ERROR = rc;
+        return flag;
+    }
+    if (!r->done)
+        return 0;
+    if (status != MPI_STATUS_IGNORE)
+        *status = r->status;
+    {
+        MPI_Request g = r->greq;
+        mln_pl_req_map_del(r); /* MPI frees it now (greq_free) */
+        mln_pmpi.Test(&g, &flag, MPI_STATUS_IGNORE);
+    }
+    *request = MPI_REQUEST_NULL;
+    return 1;
 }
 
 void mln_pl_drain(int detached_only)

@@ -253,6 +253,59 @@ int PMPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, i
     __attribute__((alias("MPI_Sendrecv_replace_c")));
 
 #endif
+#if MLN_PL_MPI4
+int MPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                  MPI_Comm comm, MPI_Request *request)
+{
+    return mln_pl_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                            recvtype, source, recvtag, comm, request);
+}
+int PMPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                   void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                   MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Isendrecv")));
+
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+int MPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest,
+                    int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                    int source, int recvtag, MPI_Comm comm, MPI_Request *request)
+{
+    return mln_pl_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                            recvtype, source, recvtag, comm, request);
+}
+int PMPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest,
+                     int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                     int source, int recvtag, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Isendrecv_c")));
+
+#endif
+#if MLN_PL_MPI4
+int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                          int source, int recvtag, MPI_Comm comm, MPI_Request *request)
+{
+    return mln_pl_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
+                                    request);
+}
+int PMPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                           int source, int recvtag, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Isendrecv_replace")));
+
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+int MPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
+                            int sendtag, int source, int recvtag, MPI_Comm comm,
+                            MPI_Request *request)
+{
+    return mln_pl_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
+                                    request);
+}
+int PMPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
+                             int sendtag, int source, int recvtag, MPI_Comm comm,
+                             MPI_Request *request)
+    __attribute__((alias("MPI_Isendrecv_replace_c")));
+
+#endif
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     return mln_pl_Probe(source, tag, comm, status);
@@ -1325,6 +1378,18 @@ static const struct {
     {"PMPI_Sendrecv_replace", offsetof(struct mln_pmpi_table, Sendrecv_replace)},
 #if MLN_PL_BIGCOUNT
     {"PMPI_Sendrecv_replace_c", offsetof(struct mln_pmpi_table, Sendrecv_replace_c)},
+#endif
+#if MLN_PL_MPI4
+    {"PMPI_Isendrecv", offsetof(struct mln_pmpi_table, Isendrecv)},
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+    {"PMPI_Isendrecv_c", offsetof(struct mln_pmpi_table, Isendrecv_c)},
+#endif
+#if MLN_PL_MPI4
+    {"PMPI_Isendrecv_replace", offsetof(struct mln_pmpi_table, Isendrecv_replace)},
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+    {"PMPI_Isendrecv_replace_c", offsetof(struct mln_pmpi_table, Isendrecv_replace_c)},
 #endif
     {"PMPI_Probe", offsetof(struct mln_pmpi_table, Probe)},
     {"PMPI_Iprobe", offsetof(struct mln_pmpi_table, Iprobe)},

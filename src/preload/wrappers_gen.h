@@ -15,6 +15,13 @@
 #else
 #define MLN_PL_BIGCOUNT 0
 #endif
+/* MPI-4 point-to-point (MPI_Isendrecv...): MPI-4 libraries and Open MPI 5. */
+#if (defined(MPI_VERSION) && MPI_VERSION >= 4) ||                                                  \
+    (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define MLN_PL_MPI4 1
+#else
+#define MLN_PL_MPI4 0
+#endif
 
 /* The real entry points (PMPI_X of the MPI library), resolved once (preload.c). */
 struct mln_pmpi_table {
@@ -68,6 +75,18 @@ struct mln_pmpi_table {
     __typeof__(PMPI_Sendrecv_replace) *Sendrecv_replace;
 #if MLN_PL_BIGCOUNT
     __typeof__(PMPI_Sendrecv_replace_c) *Sendrecv_replace_c;
+#endif
+#if MLN_PL_MPI4
+    __typeof__(PMPI_Isendrecv) *Isendrecv;
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+    __typeof__(PMPI_Isendrecv_c) *Isendrecv_c;
+#endif
+#if MLN_PL_MPI4
+    __typeof__(PMPI_Isendrecv_replace) *Isendrecv_replace;
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+    __typeof__(PMPI_Isendrecv_replace_c) *Isendrecv_replace_c;
 #endif
     __typeof__(PMPI_Probe) *Probe;
     __typeof__(PMPI_Iprobe) *Iprobe;
@@ -327,6 +346,12 @@ int mln_pl_Sendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
 int mln_pl_Sendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
                             int sendtag, int source, int recvtag, MPI_Comm comm,
                             MPI_Status *status);
+int mln_pl_Isendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest,
+                     int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                     int source, int recvtag, MPI_Comm comm, MPI_Request *request);
+int mln_pl_Isendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
+                             int sendtag, int source, int recvtag, MPI_Comm comm,
+                             MPI_Request *request);
 int mln_pl_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int mln_pl_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
 int mln_pl_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status);
@@ -425,6 +450,18 @@ void mln_pl_flush(void);
 #define MPI_Sendrecv_replace (*mln_pmpi.Sendrecv_replace)
 #if MLN_PL_BIGCOUNT
 #define MPI_Sendrecv_replace_c (*mln_pmpi.Sendrecv_replace_c)
+#endif
+#if MLN_PL_MPI4
+#define MPI_Isendrecv (*mln_pmpi.Isendrecv)
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+#define MPI_Isendrecv_c (*mln_pmpi.Isendrecv_c)
+#endif
+#if MLN_PL_MPI4
+#define MPI_Isendrecv_replace (*mln_pmpi.Isendrecv_replace)
+#endif
+#if MLN_PL_BIGCOUNT && MLN_PL_MPI4
+#define MPI_Isendrecv_replace_c (*mln_pmpi.Isendrecv_replace_c)
 #endif
 #define MPI_Probe (*mln_pmpi.Probe)
 #define MPI_Iprobe (*mln_pmpi.Iprobe)
