@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +33,7 @@ from .bench import check_tunables
 from .context import Context
 from .errors import RunError, UsageError
 from .launchers import HOSTS_COMMANDS, TRANSPORTS, LaunchCommand, launcher_for
-from .runner import DRAIN_S, WATCHDOG_S, _kill_group, _stop_group
+from .runner import _stop_group, end_group, pump_output
 from .scenario import load_scenario
 from .testbed import launch as tblaunch
 from .testbed.launch import TestbedRun
@@ -489,40 +487,26 @@ def run_passthrough(
     pgid = proc.pid
     deadline = None if timeout_s is None else start + timeout_s
     assert proc.stderr is not None
-    fd, out = proc.stderr.fileno(), sys.stderr.buffer
+    out = sys.stderr.buffer
     pending = b""
-    timed_out, aborted, leftovers = False, "", False
-    exited_at: float | None = None
-    next_watch = start + WATCHDOG_S
+
+    def on_chunk(chunk: bytes) -> None:
+        nonlocal pending
+        out.write(chunk)
+        out.flush()
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            on_stderr_line(line.decode(errors="replace").rstrip("\r"))
+
     try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while True:
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    timed_out = True
-                    break
-                if exited_at is None and proc.poll() is not None:
-                    exited_at = now
-                if watchdog is not None and exited_at is None and now >= next_watch:
-                    next_watch = now + WATCHDOG_S
-                    aborted = watchdog()
-                    if aborted:
-                        break
-                if exited_at is not None and now - exited_at >= DRAIN_S:
-                    leftovers = True  # a process of its group still holds stderr open
-                    break
-                wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
-                if not sel.select(wait):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                out.write(chunk)
-                out.flush()
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    on_stderr_line(line.decode(errors="replace").rstrip("\r"))
+        pumped = pump_output(
+            proc,
+            proc.stderr.fileno(),
+            start=start,
+            deadline=deadline,
+            watchdog=watchdog,
+            on_chunk=on_chunk,
+        )
     except BaseException:
         _stop_group(proc, pgid)
         raise
@@ -530,11 +514,8 @@ def run_passthrough(
         proc.stderr.close()
     if pending:
         on_stderr_line(pending.decode(errors="replace").rstrip("\r"))
-    if timed_out or aborted or proc.poll() is None:
-        _stop_group(proc, pgid)
-    elif leftovers:
-        _kill_group(pgid, signal.SIGKILL)
-    proc.wait()
+    end_group(proc, pgid, pumped)
+    timed_out, aborted = pumped.timed_out, pumped.aborted
     code = None if timed_out or aborted else proc.returncode
     return Finished(code, timed_out, aborted, time.monotonic() - start, pgid)
 

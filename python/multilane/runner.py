@@ -75,6 +75,63 @@ class _LineSplitter:
             self._on_line(raw.decode(errors="replace").rstrip("\r"))
 
 
+@dataclass(frozen=True)
+class Pumped:
+    """How reading a child's output ended (pump_output)."""
+
+    timed_out: bool  # the deadline came
+    aborted: str  # the watchdog's reason, or ""
+    leftovers: bool  # the child exited, yet some process of its group kept the pipe open
+
+
+def pump_output(
+    proc: subprocess.Popen[bytes],
+    fd: int,
+    *,
+    start: float,
+    deadline: float | None,
+    watchdog: Callable[[], str] | None,
+    on_chunk: Callable[[bytes], None],
+) -> Pumped:
+    """Reads `fd` (a pipe of proc's) into `on_chunk` until its end, the deadline, a reason from
+    `watchdog` (asked about every WATCHDOG_S seconds while proc runs), or DRAIN_S seconds after
+    proc exited while another process of its group still holds the pipe."""
+    exited_at: float | None = None
+    next_watch = start + WATCHDOG_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return Pumped(True, "", False)
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if watchdog is not None and exited_at is None and now >= next_watch:
+                next_watch = now + WATCHDOG_S
+                aborted = watchdog()
+                if aborted:
+                    return Pumped(False, aborted, False)
+            if exited_at is not None and now - exited_at >= DRAIN_S:
+                return Pumped(False, "", True)
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+            if not sel.select(wait):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return Pumped(False, "", False)
+            on_chunk(chunk)
+
+
+def end_group(proc: subprocess.Popen[bytes], pgid: int, pumped: Pumped) -> None:
+    """After pump_output: a child stopped (timeout, watchdog) or still running has its group
+    stopped; one that exited leaving processes behind has them killed, by group id."""
+    if pumped.timed_out or pumped.aborted or proc.poll() is None:
+        _stop_group(proc, pgid)
+    elif pumped.leftovers:
+        _kill_group(pgid, signal.SIGKILL)
+    proc.wait()
+
+
 def run_streaming(
     argv: Sequence[str],
     *,
@@ -108,49 +165,30 @@ def run_streaming(
     except OSError as exc:
         raise RunError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     pgid = proc.pid  # start_new_session: the child leads its own group
-    timed_out = leftovers = False
-    aborted = ""
-    next_watch = start + WATCHDOG_S
     assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    with log_path.open("wb") as log, selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        exited_at: float | None = None
+    with log_path.open("wb") as log:
+
+        def on_chunk(chunk: bytes) -> None:
+            log.write(chunk)
+            log.flush()
+            splitter.feed(chunk)
+
         try:
-            while True:
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    timed_out = True
-                    break
-                if exited_at is None and proc.poll() is not None:
-                    exited_at = now
-                if watchdog is not None and exited_at is None and now >= next_watch:
-                    next_watch = now + WATCHDOG_S
-                    aborted = watchdog()
-                    if aborted:
-                        break
-                if exited_at is not None and now - exited_at >= DRAIN_S:
-                    leftovers = True  # some process of its group still holds the pipe
-                    break
-                wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
-                if not sel.select(wait):
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                log.write(chunk)
-                log.flush()
-                splitter.feed(chunk)
+            pumped = pump_output(
+                proc,
+                proc.stdout.fileno(),
+                start=start,
+                deadline=deadline,
+                watchdog=watchdog,
+                on_chunk=on_chunk,
+            )
         except BaseException:
             _stop_group(proc, pgid)
             raise
         finally:
             splitter.close()
             proc.stdout.close()
-    if timed_out or aborted or proc.poll() is None:
-        _stop_group(proc, pgid)
-    elif leftovers:
-        _kill_group(pgid, signal.SIGKILL)  # what is left of its group, by group id
-    proc.wait()
+    end_group(proc, pgid, pumped)
+    timed_out, aborted = pumped.timed_out, pumped.aborted
     returncode = None if timed_out or aborted else proc.returncode
     return RunResult(returncode, timed_out, time.monotonic() - start, log_path, aborted)
