@@ -152,7 +152,9 @@ def gen_header(specs: list[Spec]) -> str:
         "\n/* Poll wrappers: 1 when a blocking call must run as its nonblocking twin, and the\n"
         " * wait for that twin (preload_req.c); flush wrappers: buffered striped sends first. */\n"
         "int mln_pl_must_poll(MPI_Comm comm);\nint mln_pl_poll(MPI_Request *request);\n"
-        "void mln_pl_flush(void);\n\n"
+        "void mln_pl_flush(void);\n"
+        "/* 1 when addr (a caller's return address) lies in the MPI library (preload.c). */\n"
+        "int mln_pl_from_mpi(const void *addr);\n\n"
     )
     out.append(
         "#ifdef MLN_PMPI_REDIRECT\n"
@@ -172,8 +174,14 @@ def gen_header(specs: list[Spec]) -> str:
 
 
 def wrapper(b: Binding, body: str) -> str:
+    # A call from inside the MPI library itself (MPICH's ROMIO calls MPI_X by name) goes
+    # straight back to MPI: its messages are MPI's own business on both sides.
+    inside = (
+        "    if (mln_pl_from_mpi(__builtin_return_address(0)))\n"
+        f"        return mln_pmpi.{b.name}({b.args()});\n"
+    )
     return (
-        f"{b.decl('MPI_')}\n{{\n{body}}}\n"
+        f"{b.decl('MPI_')}\n{{\n{inside}{body}}}\n"
         f"{b.decl('PMPI_')} __attribute__((alias(\"MPI_{b.name}\")));\n\n"
     )
 

@@ -6,7 +6,9 @@
 #include "preload_int.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <limits.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,43 @@ static void *lookup(const char *name)
     return fn;
 }
 
+/* The executable code of the MPI library: calls from there (MPICH's ROMIO calls MPI_X by
+ * name) are MPI's own, and go straight back to it. */
+static uintptr_t mpi_text_lo, mpi_text_hi;
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *base)
+{
+    (void)size;
+    if ((void *)info->dlpi_addr != base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            uintptr_t lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+            if (mpi_text_lo == 0 || lo < mpi_text_lo)
+                mpi_text_lo = lo;
+            if (hi > mpi_text_hi)
+                mpi_text_hi = hi;
+        }
+    }
+    return 1;
+}
+
+static void find_mpi_text(void)
+{
+    Dl_info where;
+    void *fn;
+
+    memcpy(&fn, &mln_pmpi.Send, sizeof(fn));
+    if (fn != NULL && dladdr(fn, &where) != 0 && where.dli_fbase != NULL)
+        dl_iterate_phdr(find_text, where.dli_fbase);
+}
+
+int mln_pl_from_mpi(const void *addr)
+{
+    return (uintptr_t)addr >= mpi_text_lo && (uintptr_t)addr < mpi_text_hi;
+}
+
 /* Resolves the table once; on failure says which entries are missing and returns -1. */
 static int resolve(void)
 {
@@ -52,6 +91,7 @@ static int resolve(void)
         state = -1;
         return -1;
     }
+    find_mpi_text();
     state = 1;
     return 0;
 }

@@ -87,8 +87,7 @@ static void entry_status(const mln_pl_stash_t *e, MPI_Status *status)
     if (status == MPI_STATUS_IGNORE)
         return;
     status->MPI_SOURCE = e->source;
-    status->MPI_TAG = e->tag;
-    status->MPI_ERROR = MPI_SUCCESS;
+    status->MPI_TAG = e->tag; /* MPI_ERROR: left alone, as MPI's own probes do */
     MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)e->total);
     MPI_Status_set_cancelled(status, 0);
 }
@@ -179,6 +178,8 @@ static int probe_once(MPI_Comm comm, mln_pl_comm_t *info, int source, int tag, i
         *found = 1;
         return MPI_SUCCESS;
     }
+    if (status != MPI_STATUS_IGNORE) /* fields MPI leaves alone (MPI_ERROR) stay the caller's */
+        st = *status;
     rc = mln_pmpi.Iprobe(source, tag, comm, found, &st);
     if (rc != MPI_SUCCESS || !*found)
         return rc;
@@ -311,6 +312,8 @@ static int mprobe_once(MPI_Comm comm, mln_pl_comm_t *info, int source, int tag, 
 
     *found = 0;
     if (e == NULL) {
+        if (status != MPI_STATUS_IGNORE) /* fields MPI leaves alone stay the caller's */
+            st = *status;
         rc = mln_pmpi.Improbe(source, tag, comm, found, message, &st);
         if (rc != MPI_SUCCESS || !*found)
             return rc;

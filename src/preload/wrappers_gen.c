@@ -13,12 +13,16 @@ struct mln_pmpi_table mln_pmpi;
 
 int MPI_Init(int *argc, char ***argv)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Init(argc, argv);
     return mln_pl_Init(argc, argv);
 }
 int PMPI_Init(int *argc, char ***argv) __attribute__((alias("MPI_Init")));
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Init_thread(argc, argv, required, provided);
     return mln_pl_Init_thread(argc, argv, required, provided);
 }
 int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
@@ -26,12 +30,16 @@ int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Finalize();
     return mln_pl_Finalize();
 }
 int PMPI_Finalize(void) __attribute__((alias("MPI_Finalize")));
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Send(buf, count, datatype, dest, tag, comm);
     return mln_pl_Send(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
@@ -41,6 +49,8 @@ int PMPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int t
 int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Send_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Send(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -49,6 +59,8 @@ int PMPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int des
 #endif
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ssend(buf, count, datatype, dest, tag, comm);
     return mln_pl_Ssend(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
@@ -58,6 +70,8 @@ int PMPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ssend_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Ssend(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -66,6 +80,8 @@ int PMPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 #endif
 int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bsend(buf, count, datatype, dest, tag, comm);
     return mln_pl_Bsend(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
@@ -75,6 +91,8 @@ int PMPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Bsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bsend_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Bsend(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Bsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -83,6 +101,8 @@ int PMPI_Bsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 #endif
 int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Rsend(buf, count, datatype, dest, tag, comm);
     return mln_pl_Rsend(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
@@ -92,6 +112,8 @@ int PMPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Rsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Rsend_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Rsend(buf, count, datatype, dest, tag, comm);
 }
 int PMPI_Rsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -101,6 +123,8 @@ int PMPI_Rsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
               MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Isend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Isend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -110,6 +134,8 @@ int PMPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Isend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Isend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -119,6 +145,8 @@ int PMPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Issend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Issend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -128,6 +156,8 @@ int PMPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Issend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                  MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Issend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Issend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Issend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -137,6 +167,8 @@ int PMPI_Issend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int d
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ibsend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ibsend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -146,6 +178,8 @@ int PMPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Ibsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                  MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ibsend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ibsend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Ibsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -155,6 +189,8 @@ int PMPI_Ibsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int d
 int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Irsend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Irsend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -164,6 +200,8 @@ int PMPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Irsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                  MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Irsend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Irsend(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Irsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -173,6 +211,8 @@ int PMPI_Irsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int d
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
              MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Recv(buf, count, datatype, source, tag, comm, status);
     return mln_pl_Recv(buf, count, datatype, source, tag, comm, status);
 }
 int PMPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
@@ -182,6 +222,8 @@ int PMPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, 
 int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                MPI_Comm comm, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Recv_c(buf, count, datatype, source, tag, comm, status);
     return mln_pl_Recv(buf, count, datatype, source, tag, comm, status);
 }
 int PMPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
@@ -191,6 +233,8 @@ int PMPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, i
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
               MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Irecv(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Irecv(buf, count, datatype, source, tag, comm, request);
 }
 int PMPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
@@ -200,6 +244,8 @@ int PMPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
 int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                 MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Irecv_c(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Irecv(buf, count, datatype, source, tag, comm, request);
 }
 int PMPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
@@ -210,6 +256,9 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                                 recvtype, source, recvtag, comm, status);
     return mln_pl_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, status);
 }
@@ -222,6 +271,9 @@ int MPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
                    int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                    int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                                   recvtype, source, recvtag, comm, status);
     return mln_pl_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, status);
 }
@@ -234,6 +286,9 @@ int PMPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
                          int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
+                                         status);
     return mln_pl_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
                                    status);
 }
@@ -245,6 +300,9 @@ int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int sendtag,
                            int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag,
+                                           comm, status);
     return mln_pl_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
                                    status);
 }
@@ -258,6 +316,9 @@ int MPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int
                   void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                   MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                                  recvtype, source, recvtag, comm, request);
     return mln_pl_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                             recvtype, source, recvtag, comm, request);
 }
@@ -271,6 +332,9 @@ int MPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
                     int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                     int source, int recvtag, MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                                    recvtype, source, recvtag, comm, request);
     return mln_pl_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                             recvtype, source, recvtag, comm, request);
 }
@@ -284,6 +348,9 @@ int PMPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
 int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
                           int source, int recvtag, MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag,
+                                          comm, request);
     return mln_pl_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
                                     request);
 }
@@ -297,6 +364,9 @@ int MPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, i
                             int sendtag, int source, int recvtag, MPI_Comm comm,
                             MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag,
+                                            comm, request);
     return mln_pl_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
                                     request);
 }
@@ -308,6 +378,8 @@ int PMPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, 
 #endif
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Probe(source, tag, comm, status);
     return mln_pl_Probe(source, tag, comm, status);
 }
 int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
@@ -315,6 +387,8 @@ int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iprobe(source, tag, comm, flag, status);
     return mln_pl_Iprobe(source, tag, comm, flag, status);
 }
 int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
@@ -322,6 +396,8 @@ int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *statu
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Mprobe(source, tag, comm, message, status);
     return mln_pl_Mprobe(source, tag, comm, message, status);
 }
 int PMPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
@@ -330,6 +406,8 @@ int PMPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_St
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                 MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Improbe(source, tag, comm, flag, message, status);
     return mln_pl_Improbe(source, tag, comm, flag, message, status);
 }
 int PMPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
@@ -337,6 +415,8 @@ int PMPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mes
 
 int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Mrecv(buf, count, datatype, message, status);
     return mln_pl_Mrecv(buf, count, datatype, message, status);
 }
 int PMPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
@@ -346,6 +426,8 @@ int PMPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message
 int MPI_Mrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message,
                 MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Mrecv_c(buf, count, datatype, message, status);
     return mln_pl_Mrecv(buf, count, datatype, message, status);
 }
 int PMPI_Mrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message,
@@ -355,6 +437,8 @@ int PMPI_Mrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message 
 int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
                MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Imrecv(buf, count, datatype, message, request);
     return mln_pl_Imrecv(buf, count, datatype, message, request);
 }
 int PMPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
@@ -364,6 +448,8 @@ int PMPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *messag
 int MPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message,
                  MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Imrecv_c(buf, count, datatype, message, request);
     return mln_pl_Imrecv(buf, count, datatype, message, request);
 }
 int PMPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message,
@@ -373,6 +459,8 @@ int PMPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message
 int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                   MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Send_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Send_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
@@ -382,6 +470,8 @@ int PMPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, 
 int MPI_Send_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                     MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Send_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Send_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Send_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -391,6 +481,8 @@ int PMPI_Send_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, in
 int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ssend_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ssend_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
@@ -400,6 +492,8 @@ int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Ssend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ssend_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ssend_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Ssend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -410,6 +504,8 @@ int PMPI_Ssend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, i
 int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bsend_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Bsend_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
@@ -419,6 +515,8 @@ int PMPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Bsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bsend_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Bsend_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Bsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -429,6 +527,8 @@ int PMPI_Bsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, i
 int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Rsend_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Rsend_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
@@ -438,6 +538,8 @@ int PMPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Rsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Rsend_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Rsend_init(buf, count, datatype, dest, tag, comm, request);
 }
 int PMPI_Rsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
@@ -448,6 +550,8 @@ int PMPI_Rsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, i
 int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Recv_init(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Recv_init(buf, count, datatype, source, tag, comm, request);
 }
 int PMPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
@@ -457,6 +561,8 @@ int PMPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int 
 int MPI_Recv_init_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                     MPI_Comm comm, MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Recv_init_c(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Recv_init(buf, count, datatype, source, tag, comm, request);
 }
 int PMPI_Recv_init_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
@@ -465,12 +571,16 @@ int PMPI_Recv_init_c(void *buf, MPI_Count count, MPI_Datatype datatype, int sour
 #endif
 int MPI_Start(MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Start(request);
     return mln_pl_Start(request);
 }
 int PMPI_Start(MPI_Request *request) __attribute__((alias("MPI_Start")));
 
 int MPI_Startall(int count, MPI_Request array_of_requests[])
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Startall(count, array_of_requests);
     return mln_pl_Startall(count, array_of_requests);
 }
 int PMPI_Startall(int count, MPI_Request array_of_requests[])
@@ -478,12 +588,16 @@ int PMPI_Startall(int count, MPI_Request array_of_requests[])
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Wait(request, status);
     return mln_pl_Wait(request, status);
 }
 int PMPI_Wait(MPI_Request *request, MPI_Status *status) __attribute__((alias("MPI_Wait")));
 
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Test(request, flag, status);
     return mln_pl_Test(request, flag, status);
 }
 int PMPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
@@ -491,6 +605,8 @@ int PMPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Waitall(count, array_of_requests, array_of_statuses);
     return mln_pl_Waitall(count, array_of_requests, array_of_statuses);
 }
 int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
@@ -499,6 +615,8 @@ int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of
 int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
                 MPI_Status array_of_statuses[])
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Testall(count, array_of_requests, flag, array_of_statuses);
     return mln_pl_Testall(count, array_of_requests, flag, array_of_statuses);
 }
 int PMPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
@@ -506,6 +624,8 @@ int PMPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
 
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Waitany(count, array_of_requests, index, status);
     return mln_pl_Waitany(count, array_of_requests, index, status);
 }
 int PMPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
@@ -514,6 +634,8 @@ int PMPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Sta
 int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
                 MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Testany(count, array_of_requests, index, flag, status);
     return mln_pl_Testany(count, array_of_requests, index, flag, status);
 }
 int PMPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
@@ -522,6 +644,9 @@ int PMPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *fl
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[])
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Waitsome(incount, array_of_requests, outcount, array_of_indices,
+                                 array_of_statuses);
     return mln_pl_Waitsome(incount, array_of_requests, outcount, array_of_indices,
                            array_of_statuses);
 }
@@ -532,6 +657,9 @@ int PMPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
 int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[])
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Testsome(incount, array_of_requests, outcount, array_of_indices,
+                                 array_of_statuses);
     return mln_pl_Testsome(incount, array_of_requests, outcount, array_of_indices,
                            array_of_statuses);
 }
@@ -541,6 +669,8 @@ int PMPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
 
 int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Request_get_status(request, flag, status);
     return mln_pl_Request_get_status(request, flag, status);
 }
 int PMPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
@@ -548,18 +678,24 @@ int PMPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
 
 int MPI_Cancel(MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cancel(request);
     return mln_pl_Cancel(request);
 }
 int PMPI_Cancel(MPI_Request *request) __attribute__((alias("MPI_Cancel")));
 
 int MPI_Request_free(MPI_Request *request)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Request_free(request);
     return mln_pl_Request_free(request);
 }
 int PMPI_Request_free(MPI_Request *request) __attribute__((alias("MPI_Request_free")));
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bcast(buffer, count, datatype, root, comm);
     return mln_pl_Bcast(buffer, count, datatype, root, comm);
 }
 int PMPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
@@ -568,6 +704,8 @@ int PMPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 #if MLN_PL_BIGCOUNT
 int MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bcast_c(buffer, count, datatype, root, comm);
     return mln_pl_Bcast(buffer, count, datatype, root, comm);
 }
 int PMPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm)
@@ -576,6 +714,8 @@ int PMPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
 #endif
 int MPI_Barrier(MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Barrier(comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -589,6 +729,8 @@ int PMPI_Barrier(MPI_Comm comm) __attribute__((alias("MPI_Barrier")));
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -604,6 +746,8 @@ int PMPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype data
 int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                  MPI_Op op, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -619,6 +763,8 @@ int PMPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -634,6 +780,8 @@ int PMPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
 int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                     MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -649,6 +797,9 @@ int PMPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -667,6 +818,9 @@ int PMPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
 int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                 comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -686,6 +840,9 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                                root, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -705,6 +862,9 @@ int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
                   const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
                   int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                  recvtype, root, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -723,6 +883,9 @@ int PMPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -741,6 +904,9 @@ int PMPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                  comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -760,6 +926,9 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                 recvtype, root, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -779,6 +948,9 @@ int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_
                    MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                    int root, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                   recvtype, root, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -798,6 +970,8 @@ int PMPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -815,6 +989,9 @@ int PMPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -833,6 +1010,9 @@ int PMPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                   recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -852,6 +1032,9 @@ int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
                      const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
                      MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                     recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -871,6 +1054,8 @@ int PMPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -888,6 +1073,9 @@ int PMPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
 int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                   comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -907,6 +1095,9 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],
                   MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                  rdispls, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -927,6 +1118,9 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
                     const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                    rdispls, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -947,6 +1141,9 @@ int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls
                   const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                  rdispls, recvtypes, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -967,6 +1164,9 @@ int MPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
                     const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
                     const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                    rdispls, recvtypes, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -986,6 +1186,8 @@ int PMPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MP
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1002,6 +1204,8 @@ int PMPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts
 int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1018,6 +1222,8 @@ int PMPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count re
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1035,6 +1241,8 @@ int PMPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1052,6 +1260,8 @@ int PMPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count re
 int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
              MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1067,6 +1277,8 @@ int PMPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dataty
 int MPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scan_c(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1082,6 +1294,8 @@ int PMPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatyp
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Exscan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1097,6 +1311,8 @@ int PMPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype data
 int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                  MPI_Op op, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Exscan_c(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1112,6 +1328,9 @@ int PMPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
 int MPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                           recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1131,6 +1350,9 @@ int MPI_Neighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datat
                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                              MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1150,6 +1372,9 @@ int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sen
                             void *recvbuf, const int recvcounts[], const int displs[],
                             MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                            displs, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1170,6 +1395,9 @@ int MPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
                               void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
                               MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                              displs, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1189,6 +1417,9 @@ int PMPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Dat
 int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                          recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1208,6 +1439,9 @@ int MPI_Neighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Dataty
                             void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                             MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                            recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1227,6 +1461,9 @@ int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const in
                            MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                           recvcounts, rdispls, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1248,6 +1485,9 @@ int MPI_Neighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
                              const MPI_Count recvcounts[], const MPI_Aint rdispls[],
                              MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                             recvcounts, rdispls, recvtype, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1269,6 +1509,9 @@ int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MP
                            const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                           recvcounts, rdispls, recvtypes, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1290,6 +1533,9 @@ int MPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
                              void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
                              const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                             recvcounts, rdispls, recvtypes, comm);
     MPI_Request mln_rq;
     int mln_rc;
 
@@ -1309,6 +1555,8 @@ int PMPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
 #endif
 int MPI_Buffer_detach(void *buffer_addr, int *size)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Buffer_detach(buffer_addr, size);
     mln_pl_flush();
     return mln_pmpi.Buffer_detach(buffer_addr, size);
 }
@@ -1317,6 +1565,8 @@ int PMPI_Buffer_detach(void *buffer_addr, int *size) __attribute__((alias("MPI_B
 #if MLN_PL_BIGCOUNT
 int MPI_Buffer_detach_c(void *buffer_addr, MPI_Count *size)
 {
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Buffer_detach_c(buffer_addr, size);
     mln_pl_flush();
     return mln_pmpi.Buffer_detach_c(buffer_addr, size);
 }

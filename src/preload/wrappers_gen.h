@@ -395,6 +395,8 @@ int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
 int mln_pl_must_poll(MPI_Comm comm);
 int mln_pl_poll(MPI_Request *request);
 void mln_pl_flush(void);
+/* 1 when addr (a caller's return address) lies in the MPI library (preload.c). */
+int mln_pl_from_mpi(const void *addr);
 
 #ifdef MLN_PMPI_REDIRECT
 /* The engine's objects inside the layer call the real MPI, never the layer's wrappers
