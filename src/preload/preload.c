@@ -384,6 +384,12 @@ int mln_pl_Finalize(void)
     if (mln_pl.on) {
         MLN_PL_LOCK();
         mln_pl_drain(1); /* buffered sends: MPI_Finalize completes them */
+        /* MPI_Finalize is collective: no rank closes its lanes (mln_finalize) while a peer may
+         * still read the end of a message from them (a socket closed with data unread on it
+         * is reset, and what it still had to send is lost). */
+        MPI_Request all;
+        if (mln_pmpi.Ibarrier(MPI_COMM_WORLD, &all) == MPI_SUCCESS)
+            mln_pl_poll(&all);
         if (mln_pl.stats)
             print_stats();
         mln_pl_msgs_fini();
