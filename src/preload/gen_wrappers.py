@@ -72,7 +72,7 @@ def binding(proc_name: str, big: bool = False) -> Binding | None:
 
 @dataclass
 class Spec:
-    kind: str  # impl, poll, flush, real
+    kind: str  # impl, poll, flush, born, real
     name: str
     mpi4: bool = False  # only where the MPI has it (MLN_PL_MPI4)
 
@@ -86,10 +86,12 @@ def read_spec(path: Path) -> list[Spec]:
         parts = line.split()
         if (
             len(parts) not in (2, 3)
-            or parts[0] not in ("impl", "poll", "flush", "real")
+            or parts[0] not in ("impl", "poll", "flush", "born", "real")
             or parts[2:] not in ([], ["mpi4"])
         ):
-            sys.exit(f"{path}:{lineno}: expected 'impl|poll|flush|real NAME [mpi4]', got {line!r}")
+            sys.exit(
+                f"{path}:{lineno}: expected 'impl|poll|flush|born|real NAME [mpi4]', got {line!r}"
+            )
         if binding(parts[1]) is None:
             sys.exit(f"{path}:{lineno}: MPI_{parts[1]} is not in the MPI standard's API data")
         specs.append(Spec(parts[0], parts[1], len(parts) == 3))
@@ -149,9 +151,15 @@ def gen_header(specs: list[Spec]) -> str:
         assert b is not None
         out.append(Binding(spec.name, b.ret, b.params).decl("mln_pl_") + ";\n")
     out.append(
-        "\n/* Poll wrappers: 1 when a blocking call must run as its nonblocking twin, and the\n"
-        " * wait for that twin (preload_req.c); flush wrappers: buffered striped sends first. */\n"
-        "int mln_pl_must_poll(MPI_Comm comm);\nint mln_pl_poll(MPI_Request *request);\n"
+        "\n/* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs\n"
+        " * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and\n"
+        " * the wait for that twin (rc: how its start went; errors go to comm's handler).\n"
+        " * Flush wrappers: buffered striped sends first. */\n"
+        "MPI_Comm mln_pl_coll_comm(MPI_Comm comm);\n"
+        "int mln_pl_coll_wait(MPI_Comm comm, int rc, MPI_Request *request);\n"
+        "int mln_pl_poll(MPI_Request *request);\n"
+        "/* Born wrappers: a communicator the program just made (preload_req.c). */\n"
+        "void mln_pl_comm_born(MPI_Comm comm);\n"
         "void mln_pl_flush(void);\n"
         "/* 1 when addr (a caller's return address) lies in the MPI library (preload.c). */\n"
         "int mln_pl_from_mpi(const void *addr);\n\n"
@@ -199,17 +207,28 @@ def gen_source(specs: list[Spec]) -> str:
                 continue
             if spec.kind == "impl":
                 body = f"    return mln_pl_{spec.name}({b.args()});\n"
+            elif spec.kind == "born":
+                out_comm = [n for t, n in b.params if t.startswith("MPI_Comm*")]
+                assert len(out_comm) == 1, spec.name
+                body = (
+                    f"    int mln_rc = mln_pmpi.{b.name}({b.args()});\n\n"
+                    f"    if (mln_rc == MPI_SUCCESS)\n        mln_pl_comm_born(*{out_comm[0]});\n"
+                    "    return mln_rc;\n"
+                )
             elif spec.kind == "flush":
                 body = f"    mln_pl_flush();\n    return mln_pmpi.{b.name}({b.args()});\n"
             else:  # poll
                 twin = binding("I" + spec.name, big)
                 assert twin is not None, spec.name
                 args = b.args()
+                names = args.split(", ")
+                assert "comm" in names, spec.name
+                twin_args = ", ".join("mln_cc" if n == "comm" else n for n in names)
                 body = (
-                    "    MPI_Request mln_rq;\n    int mln_rc;\n\n"
-                    f"    if (!mln_pl_must_poll(comm))\n        return mln_pmpi.{b.name}({args});\n"
-                    f"    mln_rc = mln_pmpi.{twin.name}({args}{', ' if args else ''}&mln_rq);\n"
-                    "    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);\n"
+                    "    MPI_Request mln_rq;\n    MPI_Comm mln_cc = mln_pl_coll_comm(comm);\n\n"
+                    f"    if (mln_cc == MPI_COMM_NULL)\n        return mln_pmpi.{b.name}({args});\n"
+                    f"    return mln_pl_coll_wait(comm, mln_pmpi.{twin.name}({twin_args}, &mln_rq),"
+                    " &mln_rq);\n"
                 )
             out.append(guard(big, wrapper(b, body), spec.mpi4))
     out.append(

@@ -75,6 +75,18 @@ int mln_pl_from_mpi(const void *addr)
     return (uintptr_t)addr >= mpi_text_lo && (uintptr_t)addr < mpi_text_hi;
 }
 
+/* ULFM (MPI's fault-tolerance extension, in Open MPI 5 and MPICH) where the library has it:
+ * a blocking collective on a revoked communicator must fail at once with MPI_ERR_REVOKED, so
+ * it goes to MPI as it is. */
+static int (*comm_is_revoked)(MPI_Comm comm, int *flag);
+
+int mln_pl_revoked(MPI_Comm comm)
+{
+    int flag = 0;
+
+    return comm_is_revoked != NULL && comm_is_revoked(comm, &flag) == MPI_SUCCESS && flag;
+}
+
 /* Resolves the table once; on failure says which entries are missing and returns -1. */
 static int resolve(void)
 {
@@ -92,6 +104,9 @@ static int resolve(void)
         return -1;
     }
     find_mpi_text();
+    *(void **)&comm_is_revoked = lookup("PMPIX_Comm_is_revoked");
+    if (comm_is_revoked == NULL)
+        *(void **)&comm_is_revoked = lookup("MPIX_Comm_is_revoked");
     state = 1;
     return 0;
 }
@@ -127,6 +142,9 @@ static int comm_info_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
         fprintf(stderr, "multilane-preload: a communicator freed with messages a probe found "
                         "and nobody received\n");
     stash_clear(info);
+    /* after the layer's MPI_Finalize began, MPI frees what is left itself */
+    if (info->coll != MPI_COMM_NULL && info->coll != comm && mln_pl.on)
+        MPI_Comm_free(&info->coll);
     free(info->remote);
     free(info);
     return MPI_SUCCESS;
@@ -142,6 +160,7 @@ static mln_pl_comm_t *comm_info_make(MPI_Comm comm)
     if (info == NULL)
         return NULL;
     info->plain = 1;
+    info->coll = MPI_COMM_NULL;
     if (MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
         MPI_Comm_size(comm, &info->size) != MPI_SUCCESS)
         return info;
@@ -322,13 +341,14 @@ static void start(void)
         start_failed("Multilane could not start (the line above says why)");
     if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_info_delete, &mln_pl.keyval, NULL) !=
             MPI_SUCCESS ||
-        MPI_Comm_dup(MPI_COMM_SELF, &mln_pl.self) != MPI_SUCCESS)
+        mln_pmpi.Comm_dup(MPI_COMM_SELF, &mln_pl.self) != MPI_SUCCESS)
         start_failed("MPI refused the layer's set-up (a keyval, a duplicate of MPI_COMM_SELF)");
     env = getenv("MLN_PRELOAD_STATS");
     mln_pl.stats = env != NULL && env[0] != '\0' && strcmp(env, "0") != 0;
     env = getenv("MLN_PRELOAD_COLL_PROGRESS");
     mln_pl.coll_progress = env == NULL || strcmp(env, "0") != 0;
     mln_pl.on = 1;
+    mln_pl_comm_born(MPI_COMM_WORLD);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0 && cfg.log_level >= MLN_LOG_INFO)
         fprintf(stderr,

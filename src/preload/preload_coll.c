@@ -21,9 +21,10 @@ int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
     mln_bcast_algo_t algo;
     mln_status_t st;
     MPI_Count bytes;
+    MPI_Comm cc = mln_pl.on ? mln_pl_coll_comm(comm) : MPI_COMM_NULL;
     int leaders = 0, rc;
 
-    if (!mln_pl.on || !mln_pl_must_poll(comm)) {
+    if (cc == MPI_COMM_NULL) {
 #if MLN_PL_BIGCOUNT
         if (count > INT_MAX)
             return mln_pmpi.Bcast_c(buffer, count, datatype, root, comm);
@@ -34,9 +35,9 @@ int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
     MLN_PL_LOCK();
     if (ctx == NULL || (uint64_t)bytes < ctx->cfg.bcast_threshold || count > INT_MAX) {
         MPI_Request req;
-        rc = mln_pmpi.Ibcast(buffer, (int)count, datatype, root, comm, &req);
+        rc = mln_pmpi.Ibcast(buffer, (int)count, datatype, root, cc, &req);
         MLN_PL_UNLOCK();
-        return rc != MPI_SUCCESS ? rc : mln_pl_poll(&req);
+        return mln_pl_coll_wait(comm, rc, &req);
     }
     st = mln_bcast(buffer, count, datatype, root, comm);
     algo = mln_bcast_last_algo(&leaders);

@@ -81,6 +81,11 @@ typedef struct mln_pl_comm {
     int spans;             /* some pair of ranks is on different sites (the same on every rank) */
     unsigned char *remote; /* rank -> 1 when its messages go through the engine */
     mln_pl_stash_t *stash; /* messages a probe took off MPI, oldest first */
+    /* The layer's own communicator over the same group, made at the first blocking collective
+     * on a spanning communicator: that collective and the next ones run there as their
+     * nonblocking twins, so they never meet the program's own nonblocking collectives (MPI
+     * matches those apart from blocking ones).  MPI_COMM_NULL until then. */
+    MPI_Comm coll;
 } mln_pl_comm_t;
 
 /* ---- the layer ------------------------------------------------------------------------- */
@@ -129,6 +134,7 @@ mln_pl_comm_t *mln_pl_comm(MPI_Comm comm); /* NULL: MPI refused (then: plain) */
 int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count bytes);
 /* 1 when a receive or probe from `source` may meet a header (must use the engine). */
 int mln_pl_recv_engine(MPI_Comm comm, int source);
+int mln_pl_revoked(MPI_Comm comm);                /* 1: revoked (ULFM), where MPI can say */
 int mln_pl_error(MPI_Comm comm, mln_status_t st); /* MPI's code; the errhandler is called */
 MPI_Count mln_pl_bytes(MPI_Count count, MPI_Datatype dtype);
 /* Gives the core away while a wait goes on (oversubscribed hosts, the delay line). */

@@ -11,6 +11,7 @@
  */
 #include "preload_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,18 +322,89 @@ int mln_pl_poll(MPI_Request *request)
     return rc;
 }
 
-int mln_pl_must_poll(MPI_Comm comm)
+/* The layer's communicator for blocking collectives on comm (see mln_pl_comm_t.coll): an
+ * MPI_Comm_create over the same group (MPI_Comm_dup where comm has a topology, for the
+ * neighbourhood collectives), made where every rank of comm is and nothing of the program can
+ * be pending on comm: as the program makes comm (mln_pl_comm_born; MPI_COMM_WORLD in
+ * MPI_Init).  Open MPI allocates a communicator's id with nonblocking collectives on the
+ * parent, which would meet nonblocking collectives the program left pending there.  Its
+ * errors return: mln_pl_coll_wait gives them to comm's handler. */
+static MPI_Comm coll_make(MPI_Comm comm)
+{
+    MPI_Comm cc = MPI_COMM_NULL;
+    MPI_Group g;
+    int topo = MPI_UNDEFINED, rc;
+
+    MPI_Topo_test(comm, &topo);
+    if (topo != MPI_UNDEFINED) {
+        rc = mln_pmpi.Comm_dup(comm, &cc);
+    } else {
+        rc = MPI_Comm_group(comm, &g);
+        if (rc == MPI_SUCCESS) {
+            rc = mln_pmpi.Comm_create(comm, g, &cc);
+            MPI_Group_free(&g);
+        }
+    }
+    if (rc != MPI_SUCCESS || cc == MPI_COMM_NULL) {
+        fprintf(stderr,
+                "multilane-preload: no communicator for blocking collectives (MPI error "
+                "%d): they run on the program's communicator as nonblocking ones\n",
+                rc);
+        return comm;
+    }
+    MPI_Comm_set_errhandler(cc, MPI_ERRORS_RETURN);
+    return cc;
+}
+
+/* comm's communicator for blocking collectives, made now if it has none; where comm does
+ * not span sites, MPI_COMM_NULL. */
+static MPI_Comm coll_get(MPI_Comm comm)
 {
     mln_pl_comm_t *info;
-    int spans;
+    MPI_Comm cc = MPI_COMM_NULL;
 
-    if (!mln_pl.on || !mln_pl.coll_progress)
-        return 0;
     MLN_PL_LOCK();
     info = mln_pl_comm(comm);
-    spans = info != NULL && info->spans;
+    if (info != NULL && info->spans) {
+        if (info->coll == MPI_COMM_NULL) {
+            /* not under the lock: a collective may wait for a thread of this process that
+             * needs the layer to send what a peer waits for before it joins */
+            MLN_PL_UNLOCK();
+            cc = coll_make(comm);
+            MLN_PL_LOCK();
+            info = mln_pl_comm(comm);
+            if (info != NULL)
+                info->coll = cc;
+        }
+        cc = info != NULL ? info->coll : MPI_COMM_NULL;
+    }
     MLN_PL_UNLOCK();
-    return spans;
+    return cc;
+}
+
+void mln_pl_comm_born(MPI_Comm comm)
+{
+    if (mln_pl.on && mln_pl.coll_progress && comm != MPI_COMM_NULL)
+        coll_get(comm);
+}
+
+/* A communicator the layer did not see made (MPI_Comm_idup, a spawned or connected one) gets
+ * its communicator at its first blocking collective, where every rank is; on Open MPI the
+ * program must then have no nonblocking collective pending on it (see coll_make). */
+MPI_Comm mln_pl_coll_comm(MPI_Comm comm)
+{
+    if (!mln_pl.on || !mln_pl.coll_progress || mln_pl_revoked(comm))
+        return MPI_COMM_NULL;
+    return coll_get(comm);
+}
+
+int mln_pl_coll_wait(MPI_Comm comm, int rc, MPI_Request *request)
+{
+    if (rc == MPI_SUCCESS)
+        rc = mln_pl_poll(request);
+    if (rc != MPI_SUCCESS)
+        MPI_Comm_call_errhandler(comm, rc);
+    return rc;
 }
 
 /* ---- wait and test ------------------------------------------------------------------------ */

@@ -717,12 +717,11 @@ int MPI_Barrier(MPI_Comm comm)
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Barrier(comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Barrier(comm);
-    mln_rc = mln_pmpi.Ibarrier(comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm, mln_pmpi.Ibarrier(mln_cc, &mln_rq), &mln_rq);
 }
 int PMPI_Barrier(MPI_Comm comm) __attribute__((alias("MPI_Barrier")));
 
@@ -732,12 +731,13 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    mln_rc = mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, mln_cc, &mln_rq),
+        &mln_rq);
 }
 int PMPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 int root, MPI_Comm comm) __attribute__((alias("MPI_Reduce")));
@@ -749,12 +749,13 @@ int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm);
-    mln_rc = mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, mln_cc, &mln_rq),
+        &mln_rq);
 }
 int PMPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                   MPI_Op op, int root, MPI_Comm comm) __attribute__((alias("MPI_Reduce_c")));
@@ -766,12 +767,12 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    mln_rc = mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, mln_cc, &mln_rq), &mln_rq);
 }
 int PMPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm comm) __attribute__((alias("MPI_Allreduce")));
@@ -783,12 +784,13 @@ int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
-    mln_rc = mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, mln_cc, &mln_rq),
+        &mln_rq);
 }
 int PMPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                      MPI_Op op, MPI_Comm comm) __attribute__((alias("MPI_Allreduce_c")));
@@ -801,14 +803,15 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
         return mln_pmpi.Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                comm);
-    mln_rc = mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                              comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
@@ -822,14 +825,15 @@ int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype
         return mln_pmpi.Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                  comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                  comm);
-    mln_rc = mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
@@ -844,14 +848,15 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
         return mln_pmpi.Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                                 root, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                                 root, comm);
-    mln_rc = mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                               root, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                              displs, recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
@@ -866,14 +871,15 @@ int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
         return mln_pmpi.Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                   recvtype, root, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                   recvtype, root, comm);
-    mln_rc = mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                 recvtype, root, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                                displs, recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
@@ -887,14 +893,15 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
         return mln_pmpi.Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                 comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                 comm);
-    mln_rc = mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                               comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
@@ -908,14 +915,15 @@ int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
         return mln_pmpi.Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                   comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                   comm);
-    mln_rc = mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                 comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                    MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
@@ -930,14 +938,15 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
         return mln_pmpi.Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                  recvtype, root, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                  recvtype, root, comm);
-    mln_rc = mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                                root, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                               recvcount, recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                   MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
@@ -952,14 +961,15 @@ int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_
         return mln_pmpi.Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                    recvtype, root, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                    recvtype, root, comm);
-    mln_rc = mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                  recvtype, root, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                                 recvcount, recvtype, root, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
                     MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
@@ -973,13 +983,14 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    mln_rc = mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                 &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -993,14 +1004,15 @@ int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
         return mln_pmpi.Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                     comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                     comm);
-    mln_rc = mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                   &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                  recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                      MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -1014,14 +1026,15 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
         return mln_pmpi.Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                    recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                    recvtype, comm);
-    mln_rc = mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                  recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                                 displs, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                     const int recvcounts[], const int displs[], MPI_Datatype recvtype,
@@ -1036,14 +1049,15 @@ int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
         return mln_pmpi.Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                      recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                      recvtype, comm);
-    mln_rc = mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                    recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf,
+                                                   recvcounts, displs, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
                       void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
@@ -1057,13 +1071,14 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    mln_rc = mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -1077,14 +1092,15 @@ int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
         return mln_pmpi.Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                    comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                    comm);
-    mln_rc = mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                  &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                 recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -1099,14 +1115,15 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
         return mln_pmpi.Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                   rdispls, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                   rdispls, recvtype, comm);
-    mln_rc = mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                 rdispls, recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                                recvcounts, rdispls, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                    MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
@@ -1122,14 +1139,15 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
         return mln_pmpi.Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                     rdispls, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                     rdispls, recvtype, comm);
-    mln_rc = mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                   rdispls, recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                                  recvcounts, rdispls, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
                      MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
@@ -1145,14 +1163,15 @@ int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls
         return mln_pmpi.Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                   rdispls, recvtypes, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                   rdispls, recvtypes, comm);
-    mln_rc = mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                                 rdispls, recvtypes, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                                recvcounts, rdispls, recvtypes, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
                    const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
@@ -1168,14 +1187,15 @@ int MPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
         return mln_pmpi.Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                     rdispls, recvtypes, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                     rdispls, recvtypes, comm);
-    mln_rc = mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                                   rdispls, recvtypes, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                                  recvcounts, rdispls, recvtypes, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
                      const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
@@ -1189,12 +1209,13 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    mln_rc = mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, mln_cc, &mln_rq),
+        &mln_rq);
 }
 int PMPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
@@ -1207,12 +1228,14 @@ int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count rec
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    mln_rc = mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm,
+        mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, mln_cc, &mln_rq),
+        &mln_rq);
 }
 int PMPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
@@ -1225,13 +1248,14 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    mln_rc =
-        mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm,
+        mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, mln_cc, &mln_rq),
+        &mln_rq);
 }
 int PMPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
@@ -1244,13 +1268,14 @@ int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count rec
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    mln_rc =
-        mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype,
+                                                             op, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
@@ -1263,12 +1288,12 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Scan(sendbuf, recvbuf, count, datatype, op, comm);
-    mln_rc = mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, mln_cc, &mln_rq), &mln_rq);
 }
 int PMPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
               MPI_Comm comm) __attribute__((alias("MPI_Scan")));
@@ -1280,12 +1305,12 @@ int MPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan_c(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Scan_c(sendbuf, recvbuf, count, datatype, op, comm);
-    mln_rc = mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, mln_cc, &mln_rq), &mln_rq);
 }
 int PMPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                 MPI_Op op, MPI_Comm comm) __attribute__((alias("MPI_Scan_c")));
@@ -1297,12 +1322,12 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Exscan(sendbuf, recvbuf, count, datatype, op, comm);
-    mln_rc = mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, mln_cc, &mln_rq), &mln_rq);
 }
 int PMPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 MPI_Comm comm) __attribute__((alias("MPI_Exscan")));
@@ -1314,12 +1339,12 @@ int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan_c(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Exscan_c(sendbuf, recvbuf, count, datatype, op, comm);
-    mln_rc = mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(
+        comm, mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, mln_cc, &mln_rq), &mln_rq);
 }
 int PMPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm) __attribute__((alias("MPI_Exscan_c")));
@@ -1332,14 +1357,15 @@ int MPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
         return mln_pmpi.Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                          recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf,
+                                                         recvcount, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -1354,14 +1380,15 @@ int MPI_Neighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datat
         return mln_pmpi.Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                            recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf,
+                                                           recvcount, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
                               void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
@@ -1376,14 +1403,16 @@ int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sen
         return mln_pmpi.Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                             displs, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                             displs, recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                           displs, recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                                          recvcounts, displs, recvtype, mln_cc,
+                                                          &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                              void *recvbuf, const int recvcounts[], const int displs[],
@@ -1399,14 +1428,16 @@ int MPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
         return mln_pmpi.Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                               displs, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                               displs, recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                             displs, recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf,
+                                                            recvcounts, displs, recvtype, mln_cc,
+                                                            &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
                                void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
@@ -1421,14 +1452,15 @@ int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
         return mln_pmpi.Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                           recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                           recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                         comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf,
+                                                        recvcount, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
@@ -1443,14 +1475,15 @@ int MPI_Neighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Dataty
         return mln_pmpi.Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                           recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf,
+                                                          recvcount, recvtype, mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
@@ -1465,14 +1498,16 @@ int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const in
         return mln_pmpi.Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                            recvcounts, rdispls, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                            recvcounts, rdispls, recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                          recvcounts, rdispls, recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype,
+                                                         recvbuf, recvcounts, rdispls, recvtype,
+                                                         mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                             MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
@@ -1489,14 +1524,16 @@ int MPI_Neighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
         return mln_pmpi.Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                              recvcounts, rdispls, recvtype, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                              recvcounts, rdispls, recvtype, comm);
-    mln_rc = mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                            recvcounts, rdispls, recvtype, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype,
+                                                           recvbuf, recvcounts, rdispls, recvtype,
+                                                           mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
                               const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
@@ -1513,14 +1550,16 @@ int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MP
         return mln_pmpi.Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                            recvcounts, rdispls, recvtypes, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                            recvcounts, rdispls, recvtypes, comm);
-    mln_rc = mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
-                                          recvcounts, rdispls, recvtypes, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes,
+                                                         recvbuf, recvcounts, rdispls, recvtypes,
+                                                         mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
                             const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
@@ -1537,14 +1576,16 @@ int MPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
         return mln_pmpi.Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                              recvcounts, rdispls, recvtypes, comm);
     MPI_Request mln_rq;
-    int mln_rc;
+    MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
-    if (!mln_pl_must_poll(comm))
+    if (mln_cc == MPI_COMM_NULL)
         return mln_pmpi.Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                              recvcounts, rdispls, recvtypes, comm);
-    mln_rc = mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
-                                            recvcounts, rdispls, recvtypes, comm, &mln_rq);
-    return mln_rc != MPI_SUCCESS ? mln_rc : mln_pl_poll(&mln_rq);
+    return mln_pl_coll_wait(comm,
+                            mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes,
+                                                           recvbuf, recvcounts, rdispls, recvtypes,
+                                                           mln_cc, &mln_rq),
+                            &mln_rq);
 }
 int PMPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
                               const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
@@ -1574,6 +1615,196 @@ int PMPI_Buffer_detach_c(void *buffer_addr, MPI_Count *size)
     __attribute__((alias("MPI_Buffer_detach_c")));
 
 #endif
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_dup(comm, newcomm);
+    int mln_rc = mln_pmpi.Comm_dup(comm, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) __attribute__((alias("MPI_Comm_dup")));
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_dup_with_info(comm, info, newcomm);
+    int mln_rc = mln_pmpi.Comm_dup_with_info(comm, info, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Comm_dup_with_info")));
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_split(comm, color, key, newcomm);
+    int mln_rc = mln_pmpi.Comm_split(comm, color, key, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Comm_split")));
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_split_type(comm, split_type, key, info, newcomm);
+    int mln_rc = mln_pmpi.Comm_split_type(comm, split_type, key, info, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Comm_split_type")));
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_create(comm, group, newcomm);
+    int mln_rc = mln_pmpi.Comm_create(comm, group, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Comm_create")));
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
+    int mln_rc = mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Comm_create_group")));
+
+#if MLN_PL_MPI4
+int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info,
+                               MPI_Errhandler errhandler, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_create_from_group(group, stringtag, info, errhandler, newcomm);
+    int mln_rc = mln_pmpi.Comm_create_from_group(group, stringtag, info, errhandler, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info,
+                                MPI_Errhandler errhandler, MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Comm_create_from_group")));
+
+#endif
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Intercomm_merge(intercomm, high, newintracomm);
+    int mln_rc = mln_pmpi.Intercomm_merge(intercomm, high, newintracomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newintracomm);
+    return mln_rc;
+}
+int PMPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+    __attribute__((alias("MPI_Intercomm_merge")));
+
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm *comm_cart)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
+    int mln_rc = mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*comm_cart);
+    return mln_rc;
+}
+int PMPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                     int reorder, MPI_Comm *comm_cart) __attribute__((alias("MPI_Cart_create")));
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
+    int mln_rc = mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*newcomm);
+    return mln_rc;
+}
+int PMPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+    __attribute__((alias("MPI_Cart_sub")));
+
+int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[],
+                     int reorder, MPI_Comm *comm_graph)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
+    int mln_rc = mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*comm_graph);
+    return mln_rc;
+}
+int PMPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[],
+                      int reorder, MPI_Comm *comm_graph) __attribute__((alias("MPI_Graph_create")));
+
+int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm *comm_dist_graph)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
+                                          info, reorder, comm_dist_graph);
+    int mln_rc = mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
+                                            info, reorder, comm_dist_graph);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*comm_dist_graph);
+    return mln_rc;
+}
+int PMPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+                           const int destinations[], const int weights[], MPI_Info info,
+                           int reorder, MPI_Comm *comm_dist_graph)
+    __attribute__((alias("MPI_Dist_graph_create")));
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm *comm_dist_graph)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
+                                                   outdegree, destinations, destweights, info,
+                                                   reorder, comm_dist_graph);
+    int mln_rc = mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
+                                                     outdegree, destinations, destweights, info,
+                                                     reorder, comm_dist_graph);
+
+    if (mln_rc == MPI_SUCCESS)
+        mln_pl_comm_born(*comm_dist_graph);
+    return mln_rc;
+}
+int PMPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                    const int sourceweights[], int outdegree,
+                                    const int destinations[], const int destweights[],
+                                    MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
+    __attribute__((alias("MPI_Dist_graph_create_adjacent")));
+
 static const struct {
     const char *name;
     size_t offset;
@@ -1862,6 +2093,22 @@ static const struct {
 #endif
     {"PMPI_Grequest_start", offsetof(struct mln_pmpi_table, Grequest_start)},
     {"PMPI_Grequest_complete", offsetof(struct mln_pmpi_table, Grequest_complete)},
+    {"PMPI_Comm_dup", offsetof(struct mln_pmpi_table, Comm_dup)},
+    {"PMPI_Comm_dup_with_info", offsetof(struct mln_pmpi_table, Comm_dup_with_info)},
+    {"PMPI_Comm_split", offsetof(struct mln_pmpi_table, Comm_split)},
+    {"PMPI_Comm_split_type", offsetof(struct mln_pmpi_table, Comm_split_type)},
+    {"PMPI_Comm_create", offsetof(struct mln_pmpi_table, Comm_create)},
+    {"PMPI_Comm_create_group", offsetof(struct mln_pmpi_table, Comm_create_group)},
+#if MLN_PL_MPI4
+    {"PMPI_Comm_create_from_group", offsetof(struct mln_pmpi_table, Comm_create_from_group)},
+#endif
+    {"PMPI_Intercomm_merge", offsetof(struct mln_pmpi_table, Intercomm_merge)},
+    {"PMPI_Cart_create", offsetof(struct mln_pmpi_table, Cart_create)},
+    {"PMPI_Cart_sub", offsetof(struct mln_pmpi_table, Cart_sub)},
+    {"PMPI_Graph_create", offsetof(struct mln_pmpi_table, Graph_create)},
+    {"PMPI_Dist_graph_create", offsetof(struct mln_pmpi_table, Dist_graph_create)},
+    {"PMPI_Dist_graph_create_adjacent",
+     offsetof(struct mln_pmpi_table, Dist_graph_create_adjacent)},
 };
 
 int mln_pmpi_resolve(void *(*lookup)(const char *name), char *missing, size_t len)

@@ -309,6 +309,21 @@ struct mln_pmpi_table {
 #endif
     __typeof__(PMPI_Grequest_start) *Grequest_start;
     __typeof__(PMPI_Grequest_complete) *Grequest_complete;
+    __typeof__(PMPI_Comm_dup) *Comm_dup;
+    __typeof__(PMPI_Comm_dup_with_info) *Comm_dup_with_info;
+    __typeof__(PMPI_Comm_split) *Comm_split;
+    __typeof__(PMPI_Comm_split_type) *Comm_split_type;
+    __typeof__(PMPI_Comm_create) *Comm_create;
+    __typeof__(PMPI_Comm_create_group) *Comm_create_group;
+#if MLN_PL_MPI4
+    __typeof__(PMPI_Comm_create_from_group) *Comm_create_from_group;
+#endif
+    __typeof__(PMPI_Intercomm_merge) *Intercomm_merge;
+    __typeof__(PMPI_Cart_create) *Cart_create;
+    __typeof__(PMPI_Cart_sub) *Cart_sub;
+    __typeof__(PMPI_Graph_create) *Graph_create;
+    __typeof__(PMPI_Dist_graph_create) *Dist_graph_create;
+    __typeof__(PMPI_Dist_graph_create_adjacent) *Dist_graph_create_adjacent;
 };
 extern struct mln_pmpi_table mln_pmpi;
 
@@ -390,10 +405,15 @@ int mln_pl_Cancel(MPI_Request *request);
 int mln_pl_Request_free(MPI_Request *request);
 int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm);
 
-/* Poll wrappers: 1 when a blocking call must run as its nonblocking twin, and the
- * wait for that twin (preload_req.c); flush wrappers: buffered striped sends first. */
-int mln_pl_must_poll(MPI_Comm comm);
+/* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs
+ * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and
+ * the wait for that twin (rc: how its start went; errors go to comm's handler).
+ * Flush wrappers: buffered striped sends first. */
+MPI_Comm mln_pl_coll_comm(MPI_Comm comm);
+int mln_pl_coll_wait(MPI_Comm comm, int rc, MPI_Request *request);
 int mln_pl_poll(MPI_Request *request);
+/* Born wrappers: a communicator the program just made (preload_req.c). */
+void mln_pl_comm_born(MPI_Comm comm);
 void mln_pl_flush(void);
 /* 1 when addr (a caller's return address) lies in the MPI library (preload.c). */
 int mln_pl_from_mpi(const void *addr);
@@ -599,6 +619,21 @@ int mln_pl_from_mpi(const void *addr);
 #if MLN_PL_BIGCOUNT
 #define MPI_Buffer_detach_c (*mln_pmpi.Buffer_detach_c)
 #endif
+#define MPI_Comm_dup (*mln_pmpi.Comm_dup)
+#define MPI_Comm_dup_with_info (*mln_pmpi.Comm_dup_with_info)
+#define MPI_Comm_split (*mln_pmpi.Comm_split)
+#define MPI_Comm_split_type (*mln_pmpi.Comm_split_type)
+#define MPI_Comm_create (*mln_pmpi.Comm_create)
+#define MPI_Comm_create_group (*mln_pmpi.Comm_create_group)
+#if MLN_PL_MPI4
+#define MPI_Comm_create_from_group (*mln_pmpi.Comm_create_from_group)
+#endif
+#define MPI_Intercomm_merge (*mln_pmpi.Intercomm_merge)
+#define MPI_Cart_create (*mln_pmpi.Cart_create)
+#define MPI_Cart_sub (*mln_pmpi.Cart_sub)
+#define MPI_Graph_create (*mln_pmpi.Graph_create)
+#define MPI_Dist_graph_create (*mln_pmpi.Dist_graph_create)
+#define MPI_Dist_graph_create_adjacent (*mln_pmpi.Dist_graph_create_adjacent)
 #endif /* MLN_PMPI_REDIRECT */
 
 #endif /* MLN_WRAPPERS_GEN_H */

@@ -12,6 +12,11 @@
  *          blocking Send to a rank that is in the collective) while the other ranks are in
  *          MPI_Bcast (small and large, several roots), MPI_Allreduce or MPI_Barrier: every
  *          case must complete (a hang is reported by the watchdog) with its data right
+ *   nbc    blocking and nonblocking collectives on one communicator in different orders on
+ *          different ranks, as MPI allows (it matches them apart): rank 0 starts MPI_Ibcast /
+ *          MPI_Iallreduce / MPI_Ibarrier before the blocking MPI_Bcast / MPI_Allreduce /
+ *          MPI_Barrier, the others after it; every value checked (the layer must not turn
+ *          the blocking ones into nonblocking ones on the program's communicator)
  */
 #include "preload_check.h"
 
@@ -188,6 +193,63 @@ static void phase_mix(pc_ctx_t *c)
         }
 }
 
+/* ---- nbc: blocking and nonblocking collectives matched apart ---------------------------- */
+
+static void nbc_on(pc_ctx_t *c, MPI_Comm comm, const char *cname)
+{
+    int me, n, ib[4], b[4], isum = 0, sum = 0, ival, val;
+    MPI_Request rq[3];
+    char what[96];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    for (int i = 0; i < 4; i++) {
+        ib[i] = me == 0 ? 1000 + i : -1;    /* MPI_Ibcast from rank 0 */
+        b[i] = me == n - 1 ? 2000 + i : -2; /* MPI_Bcast from the last rank */
+    }
+    ival = 1 << me;  /* MPI_Iallreduce: every bit once */
+    val = 1000 + me; /* MPI_Allreduce */
+    if (me == 0) {
+        MPI_Ibcast(ib, 4, MPI_INT, 0, comm, &rq[0]);
+        MPI_Iallreduce(&ival, &isum, 1, MPI_INT, MPI_SUM, comm, &rq[1]);
+        MPI_Ibarrier(comm, &rq[2]);
+        MPI_Bcast(b, 4, MPI_INT, n - 1, comm);
+        MPI_Allreduce(&val, &sum, 1, MPI_INT, MPI_SUM, comm);
+        MPI_Barrier(comm);
+    } else {
+        MPI_Bcast(b, 4, MPI_INT, n - 1, comm);
+        MPI_Allreduce(&val, &sum, 1, MPI_INT, MPI_SUM, comm);
+        MPI_Barrier(comm);
+        MPI_Ibcast(ib, 4, MPI_INT, 0, comm, &rq[0]);
+        MPI_Iallreduce(&ival, &isum, 1, MPI_INT, MPI_SUM, comm, &rq[1]);
+        MPI_Ibarrier(comm, &rq[2]);
+    }
+    MPI_Waitall(3, rq, MPI_STATUSES_IGNORE);
+    snprintf(what, sizeof(what), "nbc on %s", cname);
+    for (int i = 0; i < 4; i++) {
+        if (ib[i] != 1000 + i)
+            pc_fail(c, what, "MPI_Ibcast element %d is %d, expected %d", i, ib[i], 1000 + i);
+        if (b[i] != 2000 + i)
+            pc_fail(c, what, "MPI_Bcast element %d is %d, expected %d", i, b[i], 2000 + i);
+    }
+    if (isum != (1 << n) - 1)
+        pc_fail(c, what, "MPI_Iallreduce gave %d, expected %d", isum, (1 << n) - 1);
+    if (sum != 1000 * n + n * (n - 1) / 2)
+        pc_fail(c, what, "MPI_Allreduce gave %d, expected %d", sum, 1000 * n + n * (n - 1) / 2);
+}
+
+static void phase_nbc(pc_ctx_t *c)
+{
+    MPI_Comm dup;
+
+    nbc_on(c, MPI_COMM_WORLD, "MPI_COMM_WORLD");
+    /* a new communicator whose first collective is one of these */
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    nbc_on(c, dup, "a duplicate");
+    nbc_on(c, dup, "a duplicate, again");
+    MPI_Comm_free(&dup);
+}
+
 int main(int argc, char **argv)
 {
     const char *list = argc > 1 ? argv[1] : NULL;
@@ -202,6 +264,10 @@ int main(int argc, char **argv)
     }
     if (pc_selected(list, "mix"))
         phase_mix(&c);
+    if (pc_selected(list, "nbc")) {
+        pc_phase(&c, "nbc");
+        phase_nbc(&c);
+    }
     rc = pc_finish(&c);
     MPI_Finalize();
     return rc;
