@@ -373,6 +373,14 @@ out:
     return st;
 }
 
+static int any_remote(const mln_stripe_t *s)
+{
+    for (int r = 0; r < s->wsize; r++)
+        if (r != s->wrank && mln_stripe_peer_remote(s, r))
+            return 1;
+    return 0;
+}
+
 mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
 {
     mln_status_t st = MLN_OK;
@@ -416,7 +424,11 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
             MLN_CHECK(s->lanes[k]->open(s), st, err_lanes);
     if (s->backend != MLN_STRIPE_HELPER) /* helper_open split it off */
         MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->app), st, err_lanes);
-    if (!mln_helper_is_helper(s)) /* helpers take no control messages (lane_helper.c) */
+    /* Control messages pass only between remote peers; a rank with none posts no receive for
+     * them: a pending MPI_ANY_SOURCE receive slows every other message of the process (MPICH's
+     * ch4 then polls shared memory and network for it: +0.5 us per message between two
+     * processes of a host, measured with NetPIPE). */
+    if (!mln_helper_is_helper(s) && any_remote(s)) /* helpers: none (lane_helper.c) */
         MLN_MPI_CHECK(MPI_Irecv(&s->ctl_in, (int)sizeof(s->ctl_in), MPI_BYTE, MPI_ANY_SOURCE,
                                 MLN_TAG_CTL, s->ctrl, &s->ctl_req),
                       st, err_lanes);

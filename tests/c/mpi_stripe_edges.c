@@ -97,7 +97,9 @@ void t_big(tctx_t *t)
  * with MLN_ERR_PEER or MLN_ERR_TIMEOUT within bounded time; later large messages both ways (the
  * mpi lane) arrive whole.  With mute:LANE:BYTES (the lane stops hearing rank 1's host) only the
  * kernel's evidence can tell: rank 0's send (64 MiB, more than the socket buffers hold, so it
- * is still writing) must end with MLN_ERR_TIMEOUT. */
+ * is still writing) must end within the bound, with MLN_ERR_TIMEOUT from its own lane or
+ * MLN_ERR_PEER when the receiver's side of the lane timed out first and said so (which of the
+ * two timers fires first is the machine's timing). */
 void t_fault(tctx_t *t)
 {
     const int mute = strncmp(t->opt->fault, "mute:", 5) == 0;
@@ -121,10 +123,7 @@ void t_fault(tctx_t *t)
         if (expect(t, rc, MLN_OK, "fault: post")) {
             t0 = MPI_Wtime();
             rc = mln_stripe_wait(&req, MPI_STATUS_IGNORE);
-            if (mute && t->rank == 0 && rc != MLN_ERR_TIMEOUT) {
-                fail(t, "fault: the send on the muted lane returned %s, expected timed out",
-                     mln_status_str(rc));
-            } else if (rc != MLN_ERR_PEER && rc != MLN_ERR_TIMEOUT) {
+            if (rc != MLN_ERR_PEER && rc != MLN_ERR_TIMEOUT) {
                 int whole = t->rank == 1 && rc == MLN_OK;
                 for (int64_t i = 0; whole && i < n; i++)
                     whole = buf[i] == pat(0, 0, (uint64_t)i);
