@@ -69,12 +69,13 @@ mln_bcast_algo_t mln_bcast_last_algo(int *leaders)
  * moving data (MPICH spins in its waits; Open MPI has mpi_yield_when_idle for itself).  While
  * striped messages of this process are in flight, the loop moves them too: a peer may wait for
  * one of them before it joins this broadcast (MPI's progress rule; the interposition layer runs
- * programs that do so).
+ * programs that do so).  lreqs (may be NULL): the striping engine's requests of the same
+ * broadcast, completed too (MLN_REQUEST_NULL where the slot is MPI's).
  */
-static mln_status_t wait_all(int n, MPI_Request *reqs, int yield)
+static mln_status_t wait_all(int n, MPI_Request *reqs, mln_request_t *lreqs, int yield)
 {
     mln_status_t st = MLN_OK;
-    const int striped = mln_stripe_busy();
+    const int striped = lreqs != NULL || mln_stripe_busy();
     int done = 0;
 
     if (!yield && !striped) {
@@ -83,6 +84,12 @@ static mln_status_t wait_all(int n, MPI_Request *reqs, int yield)
     }
     for (;;) {
         MLN_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), st, out);
+        for (int k = 0; lreqs != NULL && k < n; k++) {
+            int one = 1;
+            if (lreqs[k] != MLN_REQUEST_NULL)
+                MLN_CHECK(mln_stripe_test(&lreqs[k], &one, MPI_STATUS_IGNORE), st, out);
+            done &= one;
+        }
         if (done)
             break;
         if (!striped || !mln_stripe_poll())
@@ -102,7 +109,7 @@ static mln_status_t node_barrier(const mln_bcast_setup_t *b)
         goto out;
     }
     MLN_MPI_CHECK(MPI_Ibarrier(b->node, &req), st, out);
-    MLN_CHECK(wait_all(1, &req, 1), st, out);
+    MLN_CHECK(wait_all(1, &req, NULL, 1), st, out);
 out:
     return st;
 }
@@ -147,44 +154,89 @@ static int bcast_tree(int rank, int size, int root, uint64_t nseg, int *parent, 
     return n;
 }
 
+/* 1 when messages between this process and rank `rank` of comm go over the striping engine's
+ * lanes: a peer on another site (the same answer on both sides). */
+static int over_lanes(MPI_Comm comm, int rank)
+{
+    MPI_Group g, wg;
+    int w = MPI_UNDEFINED;
+
+    if (mln_stripe_threshold() == UINT64_MAX) /* no engine */
+        return 0;
+    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS)
+        return 0;
+    if (MPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS) {
+        MPI_Group_translate_ranks(g, 1, &rank, wg, &w);
+        MPI_Group_free(&wg);
+    }
+    MPI_Group_free(&g);
+    return w != MPI_UNDEFINED && w >= 0 && mln_stripe_remote(w);
+}
+
+/* The inter-node broadcast's messages to and from a peer on another site travel as striped
+ * messages (mln_stripe_isend/irecv: every segment above MLN_STRIPE_THRESHOLD over the lanes,
+ * seed 000), the others as MPI's; slot k of reqs or lreqs holds each. */
 mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm, int yield)
 {
     mln_status_t st = MLN_OK;
-    int rank = 0, size = 0, parent = -1, nchild = 0, children[32];
+    int rank = 0, size = 0, parent = -1, nchild = 0, children[32], lanes_in = 0, lanes_out[32];
+    int any_lanes = 0;
     uint64_t nseg = (bytes + BCAST_SEGMENT - 1) / BCAST_SEGMENT;
     MPI_Request *reqs = NULL;
-    size_t nreq = 0;
+    mln_request_t *lreqs = NULL;
+    size_t nreq = 0, nslots;
 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     if (size == 1 || bytes == 0)
         return MLN_OK;
     nchild = bcast_tree(rank, size, root, nseg, &parent, children);
-    reqs = malloc((size_t)nseg * (size_t)(nchild + 1) * sizeof(*reqs));
-    if (reqs == NULL)
+    if (parent >= 0)
+        any_lanes |= lanes_in = over_lanes(comm, parent);
+    for (int c = 0; c < nchild; c++)
+        any_lanes |= lanes_out[c] = over_lanes(comm, children[c]);
+    nslots = (size_t)nseg * (size_t)(nchild + 1);
+    reqs = malloc(nslots * sizeof(*reqs));
+    if (any_lanes)
+        lreqs = calloc(nslots, sizeof(*lreqs)); /* MLN_REQUEST_NULL */
+    if (reqs == NULL || (any_lanes && lreqs == NULL)) {
+        free(reqs);
         return MLN_ERR_NOMEM;
+    }
     if (parent >= 0)
         for (uint64_t k = 0; k < nseg; k++) {
             uint64_t off = k * BCAST_SEGMENT,
                      n = bytes - off < BCAST_SEGMENT ? bytes - off : BCAST_SEGMENT;
-            MLN_MPI_CHECK(
-                MPI_Irecv(data + off, (int)n, MPI_BYTE, parent, BCAST_TAG, comm, &reqs[k]), st,
-                out);
+            reqs[k] = MPI_REQUEST_NULL;
+            if (lanes_in)
+                MLN_CHECK(mln_stripe_irecv(data + off, (int64_t)n, MPI_BYTE, parent, BCAST_TAG,
+                                           comm, &lreqs[k]),
+                          st, out);
+            else
+                MLN_MPI_CHECK(
+                    MPI_Irecv(data + off, (int)n, MPI_BYTE, parent, BCAST_TAG, comm, &reqs[k]),
+                    st, out);
             nreq = k + 1;
         }
     for (uint64_t k = 0; k < nseg; k++) {
         uint64_t off = k * BCAST_SEGMENT,
                  n = bytes - off < BCAST_SEGMENT ? bytes - off : BCAST_SEGMENT;
         if (parent >= 0)
-            MLN_CHECK(wait_all(1, &reqs[k], yield), st, out);
+            MLN_CHECK(wait_all(1, &reqs[k], lreqs ? &lreqs[k] : NULL, yield), st, out);
         for (int c = 0; c < nchild; c++) {
-            MLN_MPI_CHECK(
-                MPI_Isend(data + off, (int)n, MPI_BYTE, children[c], BCAST_TAG, comm, &reqs[nreq]),
-                st, out);
+            reqs[nreq] = MPI_REQUEST_NULL;
+            if (lanes_out[c])
+                MLN_CHECK(mln_stripe_isend(data + off, (int64_t)n, MPI_BYTE, children[c],
+                                           BCAST_TAG, comm, &lreqs[nreq]),
+                          st, out);
+            else
+                MLN_MPI_CHECK(MPI_Isend(data + off, (int)n, MPI_BYTE, children[c], BCAST_TAG,
+                                        comm, &reqs[nreq]),
+                              st, out);
             nreq++;
         }
     }
-    MLN_CHECK(wait_all((int)nreq, reqs, yield), st, out);
+    MLN_CHECK(wait_all((int)nreq, reqs, lreqs, yield), st, out);
     nreq = 0;
 out:
     if (st != MLN_OK) { /* receives still posted are cancelled; nothing is left in flight */
@@ -192,8 +244,15 @@ out:
             if (reqs[k] != MPI_REQUEST_NULL)
                 MPI_Cancel(&reqs[k]);
         MPI_Waitall((int)nreq, reqs, MPI_STATUSES_IGNORE);
+        for (size_t k = 0; lreqs != NULL && k < nreq; k++)
+            if (lreqs[k] != MLN_REQUEST_NULL) {
+                int cancelled = 0;
+                mln_stripe_cancel(&lreqs[k], &cancelled);
+                mln_stripe_wait(&lreqs[k], MPI_STATUS_IGNORE);
+            }
     }
     free(reqs);
+    free(lreqs);
     return st;
 }
 

@@ -5,6 +5,7 @@
 #include "stripe_hooks.h"
 #include "stripe_int.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -484,6 +485,18 @@ void mln_stripe_fini(mln_stripe_t *s)
     if (s == NULL)
         return;
     progress_thread_stop(s);
+    /* mln_finalize is collective: no rank closes its lanes while a peer may still read the end
+     * of a message from them (a socket closed with data unread on it is reset, and what the
+     * peer had not yet read is lost: a broadcast's last striped segment, seen under load).  A
+     * barrier that moves the engine while it waits. */
+    if (s->app != MPI_COMM_NULL && any_remote(s)) {
+        MPI_Request all = MPI_REQUEST_NULL;
+        int done = 0;
+        if (MPI_Ibarrier(s->app, &all) == MPI_SUCCESS)
+            while (MPI_Test(&all, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+                if (!mln_stripe_progress(s, 0))
+                    sched_yield();
+    }
     if (s->nactive > 0)
         MLN_WARN("mln_finalize: %d striped requests still active (never waited for)", s->nactive);
     while (s->active)
