@@ -214,8 +214,8 @@ mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm
                           st, out);
             else
                 MLN_MPI_CHECK(
-                    MPI_Irecv(data + off, (int)n, MPI_BYTE, parent, BCAST_TAG, comm, &reqs[k]),
-                    st, out);
+                    MPI_Irecv(data + off, (int)n, MPI_BYTE, parent, BCAST_TAG, comm, &reqs[k]), st,
+                    out);
             nreq = k + 1;
         }
     for (uint64_t k = 0; k < nseg; k++) {
@@ -226,12 +226,12 @@ mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm
         for (int c = 0; c < nchild; c++) {
             reqs[nreq] = MPI_REQUEST_NULL;
             if (lanes_out[c])
-                MLN_CHECK(mln_stripe_isend(data + off, (int64_t)n, MPI_BYTE, children[c],
-                                           BCAST_TAG, comm, &lreqs[nreq]),
+                MLN_CHECK(mln_stripe_isend(data + off, (int64_t)n, MPI_BYTE, children[c], BCAST_TAG,
+                                           comm, &lreqs[nreq]),
                           st, out);
             else
-                MLN_MPI_CHECK(MPI_Isend(data + off, (int)n, MPI_BYTE, children[c], BCAST_TAG,
-                                        comm, &reqs[nreq]),
+                MLN_MPI_CHECK(MPI_Isend(data + off, (int)n, MPI_BYTE, children[c], BCAST_TAG, comm,
+                                        &reqs[nreq]),
                               st, out);
             nreq++;
         }
