@@ -48,6 +48,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 CMDS="$OUT/commands.txt"
 has_part() { [[ ",$PARTS," == *",$1,"* ]]; }
+layer_flag() { if [[ $1 == layer ]]; then echo --stats; else echo --no-layer; fi; }
 np_prog() { case $1 in deb-openmpi) echo NPopenmpi ;; deb-mpich) echo NPmpich2 ;; *) return 1 ;; esac; }
 
 # cores busy (all processes) over a 3 s sample of /proc/stat
@@ -133,8 +134,7 @@ if has_part netpipe; then
     for mpi in $NP_MPIS; do
         np=$(np_prog "$mpi")
         for mode in plain layer; do
-            flag=--no-layer
-            [[ $mode == layer ]] && flag=--stats
+            flag=$(layer_flag "$mode")
             run "np-bw-$mpi-$mode" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" $flag --timeout 400 -- \
                 "$np" -l 1 -u 16777216 -p 0 -o "$OUT/np-bw-$mpi-$mode.out"
         done
@@ -142,8 +142,7 @@ if has_part netpipe; then
         # small-message latency (~230 round trips)
         for ((r = 1; r <= NP10_REPS; r++)); do
             for mode in plain layer; do
-                flag=--no-layer
-                [[ $mode == layer ]] && flag=--stats
+                flag=$(layer_flag "$mode")
                 run "np-10m-$mpi-$mode-$r" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" $flag --timeout 300 -- \
                     "$np" -l 10485760 -u 10485760 -p 0 -n 3 -o "$OUT/np-10m-$mpi-$mode-$r.out"
             done
@@ -166,8 +165,7 @@ if has_part latency; then
         np=$(np_prog "$mpi")
         for ((r = 1; r <= LAT_REPS; r++)); do
             for mode in plain layer; do
-                flag=--no-layer
-                [[ $mode == layer ]] && flag=--stats
+                flag=$(layer_flag "$mode")
                 run "np-lat-wan-$mpi-$mode-$r" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" $flag --timeout 600 -- \
                     "$np" -l 1 -u 1024 -p 0 -n 20 -o "$OUT/np-lat-wan-$mpi-$mode-$r.out"
                 run "np-lat-local-$mpi-$mode-$r" 0 "$ML" exec --mpi "$mpi" --np 2 $flag --timeout 600 -- \
@@ -182,8 +180,7 @@ if has_part matmul; then
         for mpi in $MM_MPIS; do
             for ((r = 1; r <= MM_REPS; r++)); do
                 for mode in plain layer; do
-                    flag=--no-layer
-                    [[ $mode == layer ]] && flag=--stats
+                    flag=$(layer_flag "$mode")
                     name="mm-$mpi-ppn$ppn-$mode-$r"
                     run "$name" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" --ppn "$ppn" $flag --timeout 900 -- \
                         "build/$mpi/bin/mln-matmul" --n "$MATMUL_N" --reps 3 --json "$OUT/$name.json"

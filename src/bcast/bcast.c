@@ -154,25 +154,6 @@ static int bcast_tree(int rank, int size, int root, uint64_t nseg, int *parent, 
     return n;
 }
 
-/* 1 when messages between this process and rank `rank` of comm go over the striping engine's
- * lanes: a peer on another site (the same answer on both sides). */
-static int over_lanes(MPI_Comm comm, int rank)
-{
-    MPI_Group g, wg;
-    int w = MPI_UNDEFINED;
-
-    if (mln_stripe_threshold() == UINT64_MAX) /* no engine */
-        return 0;
-    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS)
-        return 0;
-    if (MPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS) {
-        MPI_Group_translate_ranks(g, 1, &rank, wg, &w);
-        MPI_Group_free(&wg);
-    }
-    MPI_Group_free(&g);
-    return w != MPI_UNDEFINED && w >= 0 && mln_stripe_remote(w);
-}
-
 /* The inter-node broadcast's messages to and from a peer on another site travel as striped
  * messages (mln_stripe_isend/irecv: every segment above MLN_STRIPE_THRESHOLD over the lanes,
  * seed 000), the others as MPI's; slot k of reqs or lreqs holds each. */
@@ -192,9 +173,9 @@ mln_status_t mln_bcast_bytes(char *data, uint64_t bytes, int root, MPI_Comm comm
         return MLN_OK;
     nchild = bcast_tree(rank, size, root, nseg, &parent, children);
     if (parent >= 0)
-        any_lanes |= lanes_in = over_lanes(comm, parent);
+        any_lanes |= lanes_in = mln_stripe_comm_remote(comm, parent);
     for (int c = 0; c < nchild; c++)
-        any_lanes |= lanes_out[c] = over_lanes(comm, children[c]);
+        any_lanes |= lanes_out[c] = mln_stripe_comm_remote(comm, children[c]);
     nslots = (size_t)nseg * (size_t)(nchild + 1);
     reqs = malloc(nslots * sizeof(*reqs));
     if (any_lanes)

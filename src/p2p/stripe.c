@@ -485,7 +485,7 @@ int mln_stripe_peer_remote(const mln_stripe_t *s, int world_rank)
 
 /* 1 when rank `rank` of comm is a remote peer (its 64-byte messages are headers); a process
  * outside MPI_COMM_WORLD is none (no lanes lead there: it sends plain messages). */
-static int source_remote(const mln_stripe_t *s, MPI_Comm comm, int rank)
+int mln_stripe_rank_remote(const mln_stripe_t *s, MPI_Comm comm, int rank)
 {
     MPI_Group g, wg;
     int w = MPI_UNDEFINED;
@@ -510,7 +510,7 @@ static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
     MPI_Get_elements_x(mst, MPI_BYTE, &n);
     r->st_source = mst->MPI_SOURCE;
     r->st_tag = mst->MPI_TAG;
-    if (n == MLN_STRIPE_HDR_SIZE && source_remote(s, r->comm, mst->MPI_SOURCE)) {
+    if (n == MLN_STRIPE_HDR_SIZE && mln_stripe_rank_remote(s, r->comm, mst->MPI_SOURCE)) {
         if (!r->use_small)
             memcpy(r->small, r->buf, MLN_STRIPE_HDR_SIZE);
         recv_header(s, r);

@@ -36,6 +36,13 @@ int mln_stripe_remote(int world_rank)
     return mln_stripe_peer_remote(s, world_rank);
 }
 
+int mln_stripe_comm_remote(MPI_Comm comm, int rank)
+{
+    const mln_stripe_t *s = mln_stripe_engine();
+
+    return s != NULL && mln_stripe_rank_remote(s, comm, rank);
+}
+
 uint64_t mln_stripe_threshold(void)
 {
     const mln_stripe_t *s = mln_stripe_engine();

@@ -24,6 +24,8 @@ int mln_stripe_poll(void);
 /* 1 when world rank w is on another site than this process (or MLN_STRIPE_LOCAL is set and w
  * is another process): messages to it go through the engine. */
 int mln_stripe_remote(int world_rank);
+/* The same for rank `rank` of comm (0 without the engine). */
+int mln_stripe_comm_remote(MPI_Comm comm, int rank);
 /* Messages above this many bytes to a remote peer are striped (MLN_STRIPE_THRESHOLD). */
 uint64_t mln_stripe_threshold(void);
 /* 1 when the 64 bytes at msg64 are a striped or inline header: *total = the bytes of the

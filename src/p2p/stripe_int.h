@@ -344,6 +344,8 @@ int mln_stripe_recv_cancel(mln_stripe_t *s, mln_req_t *r);
 /* 1 when messages to world rank w are striped above the threshold (another site, or
  * MLN_STRIPE_LOCAL): the sender and the receiver of a message agree on it. */
 int mln_stripe_peer_remote(const mln_stripe_t *s, int world_rank);
+/* The same for rank `rank` of comm (a process outside MPI_COMM_WORLD: 0; no group: 1). */
+int mln_stripe_rank_remote(const mln_stripe_t *s, MPI_Comm comm, int rank);
 /* 1 when the 64 bytes at p are a valid header (its user message's size in *total). */
 int mln_stripe_hdr_valid(const void *p, uint64_t *total);
 /* One pass over everything; sleeps up to wait_us when only tcp lanes have work.  1 = moved. */

@@ -573,10 +573,12 @@ static int multi_run(const multi_t *m)
     mln_pl_req_t *stack_pls[16];
     int stack_errs[16];
     MPI_Comm stack_comms[16];
+    unsigned char stack_pers[16];
     MPI_Request *tmp = stack_tmp;
     mln_pl_req_t **pls = stack_pls;
     int *errs = stack_errs;
     MPI_Comm *comms = stack_comms;
+    unsigned char *pers = stack_pers; /* persistent ones of ours: MPI never frees them */
     int rc = MPI_SUCCESS, done = 0, spins = 0, n = m->n, failed = -1;
 
     if (n > 16) {
@@ -584,7 +586,8 @@ static int multi_run(const multi_t *m)
         pls = malloc(sizeof(*pls) * (size_t)n);
         errs = malloc(sizeof(*errs) * (size_t)n);
         comms = malloc(sizeof(*comms) * (size_t)n);
-        if (!tmp || !pls || !errs || !comms) {
+        pers = malloc((size_t)n);
+        if (!tmp || !pls || !errs || !comms || !pers) {
             rc = MPI_ERR_NO_MEM;
             goto out;
         }
@@ -592,6 +595,7 @@ static int multi_run(const multi_t *m)
     for (int i = 0; i < n; i++) {
         mln_pl_req_t *r = mln_pl_req_find(m->reqs[i]);
         pls[i] = r;
+        pers[i] = r != NULL && r->persistent;
         comms[i] = r ? r->comm : MPI_COMM_NULL;
         tmp[i] = r && r->persistent && r->active ? r->greq : m->reqs[i];
         if (r && m->wait && m->kind == MULTI_ALL && (!r->persistent || r->active))
@@ -610,9 +614,11 @@ static int multi_run(const multi_t *m)
             break;
         mln_pl_idle(&spins);
     }
-    /* copy back: a persistent request of ours keeps its handle; the rest is MPI's result */
+    /* copy back: a persistent request of ours keeps its handle; the rest is MPI's result.
+     * From here on pls[i] of a request MPI completed is gone (greq_free): compared, never
+     * read. */
     for (int i = 0; i < n; i++) {
-        if (pls[i] && pls[i]->persistent) {
+        if (pers[i]) {
             if (tmp[i] == MPI_REQUEST_NULL && pls[i]->active) {
                 pls[i]->active = 0;
                 pls[i]->greq = MPI_REQUEST_NULL;
@@ -667,6 +673,7 @@ out:
         free(pls);
         free(errs);
         free(comms);
+        free(pers);
     }
     return rc;
 }
