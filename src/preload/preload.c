@@ -225,13 +225,17 @@ MPI_Count mln_pl_bytes(MPI_Count count, MPI_Datatype dtype)
     return size > 0 && count > LLONG_MAX / size ? LLONG_MAX : count * size;
 }
 
-int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count bytes)
+int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype dtype)
 {
     mln_pl_comm_t *info;
+    MPI_Count bytes;
 
-    if (!mln_pl.on || dest < 0 || (info = mln_pl_comm(comm)) == NULL || info->plain ||
+    /* the peer first: a local or plain peer (every call of a job on one host) costs no
+     * MPI_Type_size */
+    if (!mln_pl.p2p || dest < 0 || (info = mln_pl_comm(comm)) == NULL || info->plain ||
         dest >= info->size || !info->remote[dest])
         return 0;
+    bytes = mln_pl_bytes(count, dtype);
     return (uint64_t)bytes > mln_stripe_threshold() || bytes == 64;
 }
 
@@ -239,7 +243,8 @@ int mln_pl_recv_engine(MPI_Comm comm, int source)
 {
     mln_pl_comm_t *info;
 
-    if (!mln_pl.on || source == MPI_PROC_NULL || (info = mln_pl_comm(comm)) == NULL || info->plain)
+    if (!mln_pl.p2p || source == MPI_PROC_NULL || (info = mln_pl_comm(comm)) == NULL ||
+        info->plain)
         return 0;
     if (source == MPI_ANY_SOURCE)
         return 1;
@@ -314,7 +319,7 @@ static void start(void)
     mln_config_t cfg;
     char err[512] = "";
     pthread_mutexattr_t attr;
-    int provided = MPI_THREAD_SINGLE, rank = 0;
+    int provided = MPI_THREAD_SINGLE, rank = 0, size = 0;
     const char *env;
 
     if (mln_config_load(NULL, NULL, &cfg, err, sizeof(err)) != MLN_OK)
@@ -349,6 +354,9 @@ static void start(void)
     mln_pl.coll_progress = env == NULL || strcmp(env, "0") != 0;
     mln_pl.on = 1;
     mln_pl_comm_born(MPI_COMM_WORLD);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 0; i < size && !mln_pl.p2p; i++)
+        mln_pl.p2p = mln_stripe_remote(i);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0 && cfg.log_level >= MLN_LOG_INFO)
         fprintf(stderr,
@@ -414,6 +422,7 @@ int mln_pl_Finalize(void)
             print_stats();
         mln_pl_msgs_fini();
         mln_pl.on = 0;
+        mln_pl.p2p = 0;
         mln_pl.last_comm = MPI_COMM_NULL;
         mln_pl.last_info = NULL;
         MPI_Comm_free(&mln_pl.self);

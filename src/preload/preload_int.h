@@ -92,6 +92,8 @@ typedef struct mln_pl_comm {
 
 typedef struct mln_pl {
     int on;               /* Multilane started in MPI_Init and not yet finalized */
+    int p2p;              /* on, and a rank of MPI_COMM_WORLD is remote: point-to-point may
+                           * take the lanes (0: every send and receive goes straight to MPI) */
     int threaded;         /* MPI_THREAD_MULTIPLE: every layer call holds `lock` */
     pthread_mutex_t lock; /* recursive: generalized request callbacks run inside MPI calls */
     int keyval;           /* communicator attribute: mln_pl_comm_t */
@@ -130,8 +132,8 @@ void mln_pl_unlock(void);
 
 /* preload.c */
 mln_pl_comm_t *mln_pl_comm(MPI_Comm comm); /* NULL: MPI refused (then: plain) */
-/* 1 when a message of `bytes` to `dest` must go through the engine. */
-int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count bytes);
+/* 1 when a message of count x dtype to `dest` must go through the engine. */
+int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype dtype);
 /* 1 when a receive or probe from `source` may meet a header (must use the engine). */
 int mln_pl_recv_engine(MPI_Comm comm, int source);
 int mln_pl_revoked(MPI_Comm comm);                /* 1: revoked (ULFM), where MPI can say */

@@ -77,9 +77,9 @@ static int pair_start(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     return MPI_SUCCESS;
 }
 
-static int plain_ok(MPI_Comm comm, int dest, MPI_Count bytes, int source)
+static int plain_ok(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype dtype, int source)
 {
-    return !mln_pl_send_engine(comm, dest, bytes) && !mln_pl_recv_engine(comm, source) &&
+    return !mln_pl_send_engine(comm, dest, count, dtype) && !mln_pl_recv_engine(comm, source) &&
            !mln_stripe_busy() && !mln_pl.running && !mln_pl.pairs;
 }
 
@@ -89,10 +89,10 @@ int mln_pl_Isendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
 {
     int rc;
 
-    if (!mln_pl.on)
+    if (!mln_pl.p2p)
         goto plain;
     MLN_PL_LOCK();
-    if (plain_ok(comm, dest, mln_pl_bytes(sendcount, sendtype), source)) {
+    if (plain_ok(comm, dest, sendcount, sendtype, source)) {
         MLN_PL_UNLOCK();
         goto plain;
     }
@@ -117,10 +117,10 @@ int mln_pl_Isendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, 
     int size = 0, pos = 0, rc;
     void *copy;
 
-    if (!mln_pl.on)
+    if (!mln_pl.p2p)
         goto plain;
     MLN_PL_LOCK();
-    if (plain_ok(comm, dest, mln_pl_bytes(count, datatype), source)) {
+    if (plain_ok(comm, dest, count, datatype, source)) {
         MLN_PL_UNLOCK();
         goto plain;
     }
