@@ -243,8 +243,7 @@ int mln_pl_recv_engine(MPI_Comm comm, int source)
 {
     mln_pl_comm_t *info;
 
-    if (!mln_pl.p2p || source == MPI_PROC_NULL || (info = mln_pl_comm(comm)) == NULL ||
-        info->plain)
+    if (!mln_pl.p2p || source == MPI_PROC_NULL || (info = mln_pl_comm(comm)) == NULL || info->plain)
         return 0;
     if (source == MPI_ANY_SOURCE)
         return 1;

@@ -177,7 +177,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         if (!mln_pl.p2p)                                                                           \
             return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                  \
         MLN_PL_LOCK();                                                                             \
-        mln_engine = mln_pl_send_engine(comm, dest, count, datatype);                \
+        mln_engine = mln_pl_send_engine(comm, dest, count, datatype);                              \
         if (mln_engine) {                                                                          \
             mln_rc =                                                                               \
                 blocking(OP, (void *)buf, count, datatype, dest, tag, comm, MPI_STATUS_IGNORE);    \
@@ -198,7 +198,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         if (!mln_pl.p2p)                                                                           \
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
-        if (mln_pl_send_engine(comm, dest, count, datatype))                         \
+        if (mln_pl_send_engine(comm, dest, count, datatype))                                       \
             mln_rc = req_make(OP, buf, count, datatype, dest, tag, comm, 0, request);              \
         else                                                                                       \
             mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);      \
@@ -212,7 +212,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         if (!mln_pl.p2p)                                                                           \
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
-        if (mln_pl_send_engine(comm, dest, count, datatype))                         \
+        if (mln_pl_send_engine(comm, dest, count, datatype))                                       \
             mln_rc = req_make(OP, buf, count, datatype, dest, tag, comm, 1, request);              \
         else                                                                                       \
             mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);      \
@@ -393,7 +393,7 @@ int mln_pl_Sendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, i
     void *copy;
 
     if (!mln_pl.p2p || (!mln_pl_send_engine(comm, dest, count, datatype) &&
-                       !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running))
+                        !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running))
         return MLN_PL_REAL(Sendrecv_replace, count, buf, count, datatype, dest, sendtag, source,
                            recvtag, comm, status);
     /* the outgoing data is packed aside, then the buffer receives while the copy goes out */
