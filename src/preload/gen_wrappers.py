@@ -86,7 +86,7 @@ def read_spec(path: Path) -> list[Spec]:
         parts = line.split()
         if (
             len(parts) not in (2, 3)
-            or parts[0] not in ("impl", "poll", "flush", "born", "real")
+            or parts[0] not in ("impl", "p2p", "poll", "flush", "born", "real")
             or parts[2:] not in ([], ["mpi4"])
         ):
             sys.exit(
@@ -124,7 +124,7 @@ def guard(big: bool, text: str, mpi4: bool = False) -> str:
 def gen_header(specs: list[Spec]) -> str:
     out = [HEADER.format(name="wrappers_gen.h", version=std.__version__)]
     out.append(
-        "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n#include <stddef.h>\n\n"
+        "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n#include <stddef.h>\n#include <stdint.h>\n\n"
         "/* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */\n"
         "#if defined(MPI_VERSION) && MPI_VERSION >= 4\n#define MLN_PL_BIGCOUNT 1\n#else\n"
         "#define MLN_PL_BIGCOUNT 0\n#endif\n"
@@ -132,12 +132,14 @@ def gen_header(specs: list[Spec]) -> str:
         "#if (defined(MPI_VERSION) && MPI_VERSION >= 4) || "
         "(defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)\n"
         "#define MLN_PL_MPI4 1\n#else\n#define MLN_PL_MPI4 0\n#endif\n\n"
+        "/* The layer's own data: reached without the GOT (the library exports only MPI names). */\n"
+        "#define MLN_PL_HIDDEN __attribute__((visibility(\"hidden\")))\n\n"
         "/* The real entry points (PMPI_X of the MPI library), resolved once (preload.c). */\n"
         "struct mln_pmpi_table {\n"
     )
     for b, big, mpi4 in table_entries(specs):
         out.append(guard(big, f"    __typeof__(PMPI_{b.name}) *{b.name};\n", mpi4))
-    out.append("};\nextern struct mln_pmpi_table mln_pmpi;\n\n")
+    out.append("};\nextern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;\n\n")
     out.append(
         "/* Resolves every entry; the names of those not found are written to missing\n"
         " * (comma-separated).  0 when all were found. */\n"
@@ -145,7 +147,7 @@ def gen_header(specs: list[Spec]) -> str:
         "/* The hand-written bodies (preload_*.c): the standard's parameters, large-count form. */\n"
     )
     for spec in specs:
-        if spec.kind != "impl":
+        if spec.kind not in ("impl", "p2p"):
             continue
         b = binding(spec.name, True) or binding(spec.name)
         assert b is not None
@@ -161,8 +163,15 @@ def gen_header(specs: list[Spec]) -> str:
         "/* Born wrappers: a communicator the program just made (preload_req.c). */\n"
         "void mln_pl_comm_born(MPI_Comm comm);\n"
         "void mln_pl_flush(void);\n"
-        "/* 1 when addr (a caller's return address) lies in the MPI library (preload.c). */\n"
-        "int mln_pl_from_mpi(const void *addr);\n\n"
+        "/* 1 when addr (a caller's return address) lies in the MPI library's code (its bounds:\n"
+        " * preload.c, at start). */\n"
+        "extern uintptr_t mln_pl_mpi_text_lo MLN_PL_HIDDEN, mln_pl_mpi_text_hi MLN_PL_HIDDEN;\n"
+        "static inline int mln_pl_from_mpi(const void *addr)\n{\n"
+        "    return (uintptr_t)addr >= mln_pl_mpi_text_lo && (uintptr_t)addr < mln_pl_mpi_text_hi;\n"
+        "}\n"
+        "/* 0 while no rank of MPI_COMM_WORLD is remote (or the layer is off): p2p wrappers go\n"
+        " * straight to MPI (preload.c). */\n"
+        "extern int mln_pl_p2p MLN_PL_HIDDEN;\n\n"
     )
     out.append(
         "#ifdef MLN_PMPI_REDIRECT\n"
@@ -181,13 +190,14 @@ def gen_header(specs: list[Spec]) -> str:
     return "".join(out)
 
 
-def wrapper(b: Binding, body: str) -> str:
+def wrapper(b: Binding, body: str, p2p: bool = False) -> str:
     # A call from inside the MPI library itself (MPICH's ROMIO calls MPI_X by name) goes
-    # straight back to MPI: its messages are MPI's own business on both sides.
-    inside = (
-        "    if (mln_pl_from_mpi(__builtin_return_address(0)))\n"
-        f"        return mln_pmpi.{b.name}({b.args()});\n"
-    )
+    # straight back to MPI: its messages are MPI's own business on both sides; so does a
+    # point-to-point call in a job with no remote peer (one test, no call into the layer).
+    cond = "mln_pl_from_mpi(__builtin_return_address(0))"
+    if p2p:
+        cond = "!mln_pl_p2p || " + cond
+    inside = f"    if ({cond})\n        return mln_pmpi.{b.name}({b.args()});\n"
     return (
         f"{b.decl('MPI_')}\n{{\n{inside}{body}}}\n"
         f"{b.decl('PMPI_')} __attribute__((alias(\"MPI_{b.name}\")));\n\n"
@@ -205,7 +215,7 @@ def gen_source(specs: list[Spec]) -> str:
             b = binding(spec.name, big)
             if b is None or spec.kind == "real":
                 continue
-            if spec.kind == "impl":
+            if spec.kind in ("impl", "p2p"):
                 body = f"    return mln_pl_{spec.name}({b.args()});\n"
             elif spec.kind == "born":
                 out_comm = [n for t, n in b.params if t.startswith("MPI_Comm*")]
@@ -230,7 +240,7 @@ def gen_source(specs: list[Spec]) -> str:
                     f"    return mln_pl_coll_wait(comm, mln_pmpi.{twin.name}({twin_args}, &mln_rq),"
                     " &mln_rq);\n"
                 )
-            out.append(guard(big, wrapper(b, body), spec.mpi4))
+            out.append(guard(big, wrapper(b, body, spec.kind == "p2p"), spec.mpi4))
     out.append(
         "static const struct {\n    const char *name;\n    size_t offset;\n} mln_pmpi_names[] = {\n"
     )

@@ -40,7 +40,8 @@ static void *lookup(const char *name)
 
 /* The executable code of the MPI library: calls from there (MPICH's ROMIO calls MPI_X by
  * name) are MPI's own, and go straight back to it. */
-static uintptr_t mpi_text_lo, mpi_text_hi;
+uintptr_t mln_pl_mpi_text_lo, mln_pl_mpi_text_hi; /* wrappers_gen.h: mln_pl_from_mpi */
+int mln_pl_p2p;
 
 static int find_text(struct dl_phdr_info *info, size_t size, void *base)
 {
@@ -51,10 +52,10 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *base)
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
             uintptr_t lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-            if (mpi_text_lo == 0 || lo < mpi_text_lo)
-                mpi_text_lo = lo;
-            if (hi > mpi_text_hi)
-                mpi_text_hi = hi;
+            if (mln_pl_mpi_text_lo == 0 || lo < mln_pl_mpi_text_lo)
+                mln_pl_mpi_text_lo = lo;
+            if (hi > mln_pl_mpi_text_hi)
+                mln_pl_mpi_text_hi = hi;
         }
     }
     return 1;
@@ -68,11 +69,6 @@ static void find_mpi_text(void)
     memcpy(&fn, &mln_pmpi.Send, sizeof(fn));
     if (fn != NULL && dladdr(fn, &where) != 0 && where.dli_fbase != NULL)
         dl_iterate_phdr(find_text, where.dli_fbase);
-}
-
-int mln_pl_from_mpi(const void *addr)
-{
-    return (uintptr_t)addr >= mpi_text_lo && (uintptr_t)addr < mpi_text_hi;
 }
 
 /* ULFM (MPI's fault-tolerance extension, in Open MPI 5 and MPICH) where the library has it:
@@ -232,7 +228,7 @@ int mln_pl_send_engine(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype dt
 
     /* the peer first: a local or plain peer (every call of a job on one host) costs no
      * MPI_Type_size */
-    if (!mln_pl.p2p || dest < 0 || (info = mln_pl_comm(comm)) == NULL || info->plain ||
+    if (!mln_pl_p2p || dest < 0 || (info = mln_pl_comm(comm)) == NULL || info->plain ||
         dest >= info->size || !info->remote[dest])
         return 0;
     bytes = mln_pl_bytes(count, dtype);
@@ -243,7 +239,7 @@ int mln_pl_recv_engine(MPI_Comm comm, int source)
 {
     mln_pl_comm_t *info;
 
-    if (!mln_pl.p2p || source == MPI_PROC_NULL || (info = mln_pl_comm(comm)) == NULL || info->plain)
+    if (!mln_pl_p2p || source == MPI_PROC_NULL || (info = mln_pl_comm(comm)) == NULL || info->plain)
         return 0;
     if (source == MPI_ANY_SOURCE)
         return 1;
@@ -354,8 +350,8 @@ static void start(void)
     mln_pl.on = 1;
     mln_pl_comm_born(MPI_COMM_WORLD);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int i = 0; i < size && !mln_pl.p2p; i++)
-        mln_pl.p2p = mln_stripe_remote(i);
+    for (int i = 0; i < size && !mln_pl_p2p; i++)
+        mln_pl_p2p = mln_stripe_remote(i);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0 && cfg.log_level >= MLN_LOG_INFO)
         fprintf(stderr,
@@ -421,7 +417,7 @@ int mln_pl_Finalize(void)
             print_stats();
         mln_pl_msgs_fini();
         mln_pl.on = 0;
-        mln_pl.p2p = 0;
+        mln_pl_p2p = 0;
         mln_pl.last_comm = MPI_COMM_NULL;
         mln_pl.last_info = NULL;
         MPI_Comm_free(&mln_pl.self);

@@ -92,8 +92,6 @@ typedef struct mln_pl_comm {
 
 typedef struct mln_pl {
     int on;               /* Multilane started in MPI_Init and not yet finalized */
-    int p2p;              /* on, and a rank of MPI_COMM_WORLD is remote: point-to-point may
-                           * take the lanes (0: every send and receive goes straight to MPI) */
     int threaded;         /* MPI_THREAD_MULTIPLE: every layer call holds `lock` */
     pthread_mutex_t lock; /* recursive: generalized request callbacks run inside MPI calls */
     int keyval;           /* communicator attribute: mln_pl_comm_t */

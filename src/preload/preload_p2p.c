@@ -174,7 +174,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
     do {                                                                                           \
         int mln_rc, mln_engine;                                                                    \
         MPI_Request mln_req;                                                                       \
-        if (!mln_pl.p2p)                                                                           \
+        if (!mln_pl_p2p)                                                                           \
             return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                  \
         MLN_PL_LOCK();                                                                             \
         mln_engine = mln_pl_send_engine(comm, dest, count, datatype);                              \
@@ -195,7 +195,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
 #define MLN_PL_ISEND_BODY(OP, IFN)                                                                 \
     do {                                                                                           \
         int mln_rc;                                                                                \
-        if (!mln_pl.p2p)                                                                           \
+        if (!mln_pl_p2p)                                                                           \
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
         if (mln_pl_send_engine(comm, dest, count, datatype))                                       \
@@ -209,7 +209,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
 #define MLN_PL_INIT_BODY(OP, IFN)                                                                  \
     do {                                                                                           \
         int mln_rc;                                                                                \
-        if (!mln_pl.p2p)                                                                           \
+        if (!mln_pl_p2p)                                                                           \
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
         if (mln_pl_send_engine(comm, dest, count, datatype))                                       \
@@ -300,7 +300,7 @@ int mln_pl_Recv(void *buf, MPI_Count count, MPI_Datatype datatype, int source, i
     MPI_Request req;
     int rc;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return MLN_PL_REAL(Recv, count, buf, count, datatype, source, tag, comm, status);
     MLN_PL_LOCK();
     if (mln_pl_recv_engine(comm, source)) {
@@ -321,7 +321,7 @@ int mln_pl_Irecv(void *buf, MPI_Count count, MPI_Datatype datatype, int source, 
 {
     int rc;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return MLN_PL_REAL(Irecv, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_LOCK();
     if (mln_pl_recv_engine(comm, source))
@@ -337,7 +337,7 @@ int mln_pl_Recv_init(void *buf, MPI_Count count, MPI_Datatype datatype, int sour
 {
     int rc;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return MLN_PL_REAL(Recv_init, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_LOCK();
     if (mln_pl_recv_engine(comm, source))
@@ -358,7 +358,7 @@ int mln_pl_Sendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
     MPI_Status sts[2];
     int rc;
 
-    if (!mln_pl.p2p ||
+    if (!mln_pl_p2p ||
         (!mln_pl_send_engine(comm, dest, sendcount, sendtype) &&
          !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running)) {
 #if MLN_PL_BIGCOUNT
@@ -392,7 +392,7 @@ int mln_pl_Sendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, i
     int size = 0, pos = 0, rc;
     void *copy;
 
-    if (!mln_pl.p2p || (!mln_pl_send_engine(comm, dest, count, datatype) &&
+    if (!mln_pl_p2p || (!mln_pl_send_engine(comm, dest, count, datatype) &&
                         !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running))
         return MLN_PL_REAL(Sendrecv_replace, count, buf, count, datatype, dest, sendtag, source,
                            recvtag, comm, status);

@@ -89,7 +89,7 @@ int mln_pl_Isendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
 {
     int rc;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         goto plain;
     MLN_PL_LOCK();
     if (plain_ok(comm, dest, sendcount, sendtype, source)) {
@@ -117,7 +117,7 @@ int mln_pl_Isendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, 
     int size = 0, pos = 0, rc;
     void *copy;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         goto plain;
     MLN_PL_LOCK();
     if (plain_ok(comm, dest, count, datatype, source)) {

@@ -201,7 +201,7 @@ int mln_pl_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *sta
 {
     int rc;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return mln_pmpi.Iprobe(source, tag, comm, flag, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source)) {
@@ -220,7 +220,7 @@ int mln_pl_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     int rc, found = 0, spins = 0;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return mln_pmpi.Probe(source, tag, comm, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running) {
@@ -355,7 +355,7 @@ int mln_pl_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *m
 {
     int rc;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return mln_pmpi.Improbe(source, tag, comm, flag, message, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source)) {
@@ -374,7 +374,7 @@ int mln_pl_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_
 {
     int rc, found = 0, spins = 0;
 
-    if (!mln_pl.p2p)
+    if (!mln_pl_p2p)
         return mln_pmpi.Mprobe(source, tag, comm, message, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running) {

@@ -38,7 +38,7 @@ int PMPI_Finalize(void) __attribute__((alias("MPI_Finalize")));
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Send(buf, count, datatype, dest, tag, comm);
     return mln_pl_Send(buf, count, datatype, dest, tag, comm);
 }
@@ -49,7 +49,7 @@ int PMPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int t
 int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Send_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Send(buf, count, datatype, dest, tag, comm);
 }
@@ -59,7 +59,7 @@ int PMPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int des
 #endif
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ssend(buf, count, datatype, dest, tag, comm);
     return mln_pl_Ssend(buf, count, datatype, dest, tag, comm);
 }
@@ -70,7 +70,7 @@ int PMPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ssend_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Ssend(buf, count, datatype, dest, tag, comm);
 }
@@ -80,7 +80,7 @@ int PMPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 #endif
 int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Bsend(buf, count, datatype, dest, tag, comm);
     return mln_pl_Bsend(buf, count, datatype, dest, tag, comm);
 }
@@ -91,7 +91,7 @@ int PMPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Bsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Bsend_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Bsend(buf, count, datatype, dest, tag, comm);
 }
@@ -101,7 +101,7 @@ int PMPI_Bsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 #endif
 int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Rsend(buf, count, datatype, dest, tag, comm);
     return mln_pl_Rsend(buf, count, datatype, dest, tag, comm);
 }
@@ -112,7 +112,7 @@ int PMPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Rsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Rsend_c(buf, count, datatype, dest, tag, comm);
     return mln_pl_Rsend(buf, count, datatype, dest, tag, comm);
 }
@@ -123,7 +123,7 @@ int PMPI_Rsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
               MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Isend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Isend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -134,7 +134,7 @@ int PMPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                 MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Isend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Isend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -145,7 +145,7 @@ int PMPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int de
 int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Issend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Issend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -156,7 +156,7 @@ int PMPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Issend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                  MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Issend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Issend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -167,7 +167,7 @@ int PMPI_Issend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int d
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ibsend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ibsend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -178,7 +178,7 @@ int PMPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Ibsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                  MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ibsend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ibsend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -189,7 +189,7 @@ int PMPI_Ibsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int d
 int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Irsend(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Irsend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -200,7 +200,7 @@ int PMPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int
 int MPI_Irsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                  MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Irsend_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Irsend(buf, count, datatype, dest, tag, comm, request);
 }
@@ -211,7 +211,7 @@ int PMPI_Irsend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int d
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
              MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Recv(buf, count, datatype, source, tag, comm, status);
     return mln_pl_Recv(buf, count, datatype, source, tag, comm, status);
 }
@@ -222,7 +222,7 @@ int PMPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, 
 int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                MPI_Comm comm, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Recv_c(buf, count, datatype, source, tag, comm, status);
     return mln_pl_Recv(buf, count, datatype, source, tag, comm, status);
 }
@@ -233,7 +233,7 @@ int PMPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, i
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
               MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Irecv(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Irecv(buf, count, datatype, source, tag, comm, request);
 }
@@ -244,7 +244,7 @@ int PMPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
 int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                 MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Irecv_c(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Irecv(buf, count, datatype, source, tag, comm, request);
 }
@@ -256,7 +256,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                                  recvtype, source, recvtag, comm, status);
     return mln_pl_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
@@ -271,7 +271,7 @@ int MPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
                    int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                    int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                                    recvtype, source, recvtag, comm, status);
     return mln_pl_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
@@ -286,7 +286,7 @@ int PMPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
                          int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
                                          status);
     return mln_pl_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
@@ -300,7 +300,7 @@ int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int sendtag,
                            int source, int recvtag, MPI_Comm comm, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag,
                                            comm, status);
     return mln_pl_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
@@ -316,7 +316,7 @@ int MPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int
                   void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                   MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                                   recvtype, source, recvtag, comm, request);
     return mln_pl_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
@@ -332,7 +332,7 @@ int MPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
                     int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
                     int source, int recvtag, MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                                     recvtype, source, recvtag, comm, request);
     return mln_pl_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
@@ -348,7 +348,7 @@ int PMPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
 int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
                           int source, int recvtag, MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag,
                                           comm, request);
     return mln_pl_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
@@ -364,7 +364,7 @@ int MPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, i
                             int sendtag, int source, int recvtag, MPI_Comm comm,
                             MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag,
                                             comm, request);
     return mln_pl_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
@@ -378,7 +378,7 @@ int PMPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype datatype, 
 #endif
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Probe(source, tag, comm, status);
     return mln_pl_Probe(source, tag, comm, status);
 }
@@ -387,7 +387,7 @@ int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Iprobe(source, tag, comm, flag, status);
     return mln_pl_Iprobe(source, tag, comm, flag, status);
 }
@@ -396,7 +396,7 @@ int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *statu
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Mprobe(source, tag, comm, message, status);
     return mln_pl_Mprobe(source, tag, comm, message, status);
 }
@@ -406,7 +406,7 @@ int PMPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_St
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                 MPI_Status *status)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Improbe(source, tag, comm, flag, message, status);
     return mln_pl_Improbe(source, tag, comm, flag, message, status);
 }
@@ -459,7 +459,7 @@ int PMPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message
 int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                   MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Send_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Send_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -470,7 +470,7 @@ int PMPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, 
 int MPI_Send_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                     MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Send_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Send_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -481,7 +481,7 @@ int PMPI_Send_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, in
 int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ssend_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ssend_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -492,7 +492,7 @@ int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Ssend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ssend_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Ssend_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -504,7 +504,7 @@ int PMPI_Ssend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, i
 int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Bsend_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Bsend_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -515,7 +515,7 @@ int PMPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Bsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Bsend_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Bsend_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -527,7 +527,7 @@ int PMPI_Bsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, i
 int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Rsend_init(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Rsend_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -538,7 +538,7 @@ int PMPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest,
 int MPI_Rsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Rsend_init_c(buf, count, datatype, dest, tag, comm, request);
     return mln_pl_Rsend_init(buf, count, datatype, dest, tag, comm, request);
 }
@@ -550,7 +550,7 @@ int PMPI_Rsend_init_c(const void *buf, MPI_Count count, MPI_Datatype datatype, i
 int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Recv_init(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Recv_init(buf, count, datatype, source, tag, comm, request);
 }
@@ -561,7 +561,7 @@ int PMPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int 
 int MPI_Recv_init_c(void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag,
                     MPI_Comm comm, MPI_Request *request)
 {
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
+    if (!mln_pl_p2p || mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Recv_init_c(buf, count, datatype, source, tag, comm, request);
     return mln_pl_Recv_init(buf, count, datatype, source, tag, comm, request);
 }

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */
 #if defined(MPI_VERSION) && MPI_VERSION >= 4
@@ -22,6 +23,9 @@
 #else
 #define MLN_PL_MPI4 0
 #endif
+
+/* The layer's own data: reached without the GOT (the library exports only MPI names). */
+#define MLN_PL_HIDDEN __attribute__((visibility("hidden")))
 
 /* The real entry points (PMPI_X of the MPI library), resolved once (preload.c). */
 struct mln_pmpi_table {
@@ -325,7 +329,7 @@ struct mln_pmpi_table {
     __typeof__(PMPI_Dist_graph_create) *Dist_graph_create;
     __typeof__(PMPI_Dist_graph_create_adjacent) *Dist_graph_create_adjacent;
 };
-extern struct mln_pmpi_table mln_pmpi;
+extern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;
 
 /* Resolves every entry; the names of those not found are written to missing
  * (comma-separated).  0 when all were found. */
@@ -415,8 +419,16 @@ int mln_pl_poll(MPI_Request *request);
 /* Born wrappers: a communicator the program just made (preload_req.c). */
 void mln_pl_comm_born(MPI_Comm comm);
 void mln_pl_flush(void);
-/* 1 when addr (a caller's return address) lies in the MPI library (preload.c). */
-int mln_pl_from_mpi(const void *addr);
+/* 1 when addr (a caller's return address) lies in the MPI library's code (its bounds:
+ * preload.c, at start). */
+extern uintptr_t mln_pl_mpi_text_lo MLN_PL_HIDDEN, mln_pl_mpi_text_hi MLN_PL_HIDDEN;
+static inline int mln_pl_from_mpi(const void *addr)
+{
+    return (uintptr_t)addr >= mln_pl_mpi_text_lo && (uintptr_t)addr < mln_pl_mpi_text_hi;
+}
+/* 0 while no rank of MPI_COMM_WORLD is remote (or the layer is off): p2p wrappers go
+ * straight to MPI (preload.c). */
+extern int mln_pl_p2p MLN_PL_HIDDEN;
 
 #ifdef MLN_PMPI_REDIRECT
 /* The engine's objects inside the layer call the real MPI, never the layer's wrappers
