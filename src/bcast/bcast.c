@@ -552,6 +552,13 @@ static int small_bcast(void *buf, int64_t count, MPI_Datatype dt, int root, MPI_
  * would leave one more attribute of the last one on every communicator remembered. */
 static void small_fini(void)
 {
+    void *value = NULL;
+    int flag = 0;
+
+    /* MPI_Finalize need not delete MPI_COMM_WORLD's attributes (MPI keeps the record) */
+    if (small_keyval != MPI_KEYVAL_INVALID &&
+        MPI_Comm_get_attr(MPI_COMM_WORLD, small_keyval, &value, &flag) == MPI_SUCCESS && flag)
+        MPI_Comm_delete_attr(MPI_COMM_WORLD, small_keyval);
     for (int i = 0; i < SMALL_COMMS; i++)
         small_comms[i].comm = MPI_COMM_NULL;
     small_ntypes = 0;

@@ -519,7 +519,8 @@ static void recv_matched(mln_stripe_t *s, mln_req_t *r, const MPI_Status *mst)
     r->st_bytes = (uint64_t)n;
     if (r->use_small) { /* a plain message of up to 64 bytes, into a smaller buffer */
         r->st_bytes = (uint64_t)n < r->cap ? (uint64_t)n : r->cap;
-        memcpy(r->buf, r->small, (size_t)r->st_bytes);
+        if (r->st_bytes > 0) /* an empty receive may have no buffer at all (NULL) */
+            memcpy(r->buf, r->small, (size_t)r->st_bytes);
         mln_stripe_req_finish(s, r, (uint64_t)n > r->cap ? MLN_ERR_TRUNCATE : MLN_OK);
         return;
     }
@@ -551,7 +552,7 @@ static void mreq_done(mln_stripe_t *s, mln_req_t *r, int rc, const MPI_Status *m
             r->st_source = mst->MPI_SOURCE;
             r->st_tag = mst->MPI_TAG;
             r->st_bytes = n >= 0 ? (uint64_t)n : r->cap;
-            if (r->use_small) /* the first bytes landed in the header room */
+            if (r->use_small && r->cap > 0) /* the first bytes landed in the header room */
                 memcpy(r->buf, r->small, (size_t)r->cap);
             mln_stripe_req_finish(s, r, MLN_ERR_TRUNCATE);
         } else {

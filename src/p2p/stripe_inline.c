@@ -49,7 +49,8 @@ static void deliver(mln_stripe_t *s, mln_req_t *r, const mln_stripe_inline_t *p)
 {
     const uint64_t n = r->cap < MLN_STRIPE_HDR_SIZE ? r->cap : MLN_STRIPE_HDR_SIZE;
 
-    memcpy(r->buf, p->data, (size_t)n);
+    if (n > 0) /* an empty receive may have no buffer (NULL) */
+        memcpy(r->buf, p->data, (size_t)n);
     r->st_bytes = n;
     mln_stripe_req_finish(s, r, n < MLN_STRIPE_HDR_SIZE ? MLN_ERR_TRUNCATE : MLN_OK);
 }

@@ -416,10 +416,13 @@ int mln_pl_Finalize(void)
         if (mln_pl.stats)
             print_stats();
         mln_pl_msgs_fini();
-        mln_pl.on = 0;
-        mln_pl_p2p = 0;
         mln_pl.last_comm = MPI_COMM_NULL;
         mln_pl.last_info = NULL;
+        /* MPI deletes MPI_COMM_SELF's attributes at MPI_Finalize, not MPI_COMM_WORLD's: the
+         * layer's entry on it (and its communicator for collectives) goes now */
+        MPI_Comm_delete_attr(MPI_COMM_WORLD, mln_pl.keyval);
+        mln_pl.on = 0;
+        mln_pl_p2p = 0;
         MPI_Comm_free(&mln_pl.self);
         mln_finalize();
         MLN_PL_UNLOCK();

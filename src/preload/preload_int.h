@@ -103,7 +103,10 @@ typedef struct mln_pl {
     mln_pl_req_t *running; /* operations the engine runs (for the program or detached) */
     mln_pl_req_t *pairs;   /* MPI_Isendrecv operations not yet complete (preload_pair.c) */
     /* requests the program holds: open addressing on the handle's bits */
-    mln_pl_req_t **map;
+    struct mln_pl_slot {
+        MPI_Request handle; /* kept here: MPI may free r (greq_free) before it leaves the map */
+        mln_pl_req_t *r;    /* NULL: an empty slot */
+    } * map;
     size_t map_cap, map_used;
     /* messages returned by probes (Mprobe, Improbe) for stashed messages */
     struct mln_pl_msg *msgs;

@@ -32,18 +32,17 @@ mln_pl_req_t *mln_pl_req_find(MPI_Request handle)
     if (mln_pl.map_used == 0 || handle == MPI_REQUEST_NULL)
         return NULL;
     for (size_t i = key_of(handle) & (mln_pl.map_cap - 1);; i = (i + 1) & (mln_pl.map_cap - 1)) {
-        mln_pl_req_t *r = mln_pl.map[i];
-        if (r == NULL)
+        if (mln_pl.map[i].r == NULL)
             return NULL;
-        if (r->handle == handle)
-            return r;
+        if (mln_pl.map[i].handle == handle)
+            return mln_pl.map[i].r;
     }
 }
 
 static int map_grow(void)
 {
     size_t cap = mln_pl.map_cap ? mln_pl.map_cap * 2 : 64;
-    mln_pl_req_t **old = mln_pl.map, **map = calloc(cap, sizeof(*map));
+    struct mln_pl_slot *old = mln_pl.map, *map = calloc(cap, sizeof(*map));
     size_t oldcap = mln_pl.map_cap;
 
     if (map == NULL)
@@ -51,10 +50,10 @@ static int map_grow(void)
     mln_pl.map = map;
     mln_pl.map_cap = cap;
     for (size_t j = 0; j < oldcap; j++) {
-        if (old[j] == NULL)
+        if (old[j].r == NULL)
             continue;
-        size_t i = key_of(old[j]->handle) & (cap - 1);
-        while (map[i] != NULL)
+        size_t i = key_of(old[j].handle) & (cap - 1);
+        while (map[i].r != NULL)
             i = (i + 1) & (cap - 1);
         map[i] = old[j];
     }
@@ -67,13 +66,16 @@ void mln_pl_req_map_add(mln_pl_req_t *r)
     if ((mln_pl.map_used + 1) * 2 > mln_pl.map_cap && map_grow() != 0)
         abort(); /* out of memory for a few pointers: nothing sensible is left */
     size_t i = key_of(r->handle) & (mln_pl.map_cap - 1);
-    while (mln_pl.map[i] != NULL)
+    while (mln_pl.map[i].r != NULL)
         i = (i + 1) & (mln_pl.map_cap - 1);
-    mln_pl.map[i] = r;
+    mln_pl.map[i].handle = r->handle;
+    mln_pl.map[i].r = r;
     mln_pl.map_used++;
 }
 
-/* Removes r, found under `handle` (r itself is not read: MPI may have freed it already). */
+/* Removes r, found under `handle`.  Neither r nor any other entry is read: an array wait
+ * removes the requests MPI completed (and freed: greq_free) one after another, so the others
+ * may be gone too; the map keeps each handle itself. */
 static void map_del_at(MPI_Request handle, const mln_pl_req_t *r)
 {
     const size_t mask = mln_pl.map_cap - 1;
@@ -81,17 +83,17 @@ static void map_del_at(MPI_Request handle, const mln_pl_req_t *r)
 
     if (mln_pl.map_used == 0)
         return;
-    for (i = key_of(handle) & mask; mln_pl.map[i] != r; i = (i + 1) & mask)
-        if (mln_pl.map[i] == NULL)
+    for (i = key_of(handle) & mask; mln_pl.map[i].r != r; i = (i + 1) & mask)
+        if (mln_pl.map[i].r == NULL)
             return;
-    mln_pl.map[i] = NULL;
+    mln_pl.map[i].r = NULL;
     mln_pl.map_used--;
     /* backward shift: entries after the hole that belong before it move up */
-    for (j = (i + 1) & mask; mln_pl.map[j] != NULL; j = (j + 1) & mask) {
-        size_t home = key_of(mln_pl.map[j]->handle) & mask;
+    for (j = (i + 1) & mask; mln_pl.map[j].r != NULL; j = (j + 1) & mask) {
+        size_t home = key_of(mln_pl.map[j].handle) & mask;
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             mln_pl.map[i] = mln_pl.map[j];
-            mln_pl.map[j] = NULL;
+            mln_pl.map[j].r = NULL;
             i = j;
         }
     }
