@@ -314,7 +314,8 @@ static void start(void)
     mln_config_t cfg;
     char err[512] = "";
     pthread_mutexattr_t attr;
-    int provided = MPI_THREAD_SINGLE, rank = 0, size = 0;
+    int provided = MPI_THREAD_SINGLE, rank = 0;
+    mln_pl_comm_t *world;
     const char *env;
 
     if (mln_config_load(NULL, NULL, &cfg, err, sizeof(err)) != MLN_OK)
@@ -349,9 +350,8 @@ static void start(void)
     mln_pl.coll_progress = env == NULL || strcmp(env, "0") != 0;
     mln_pl.on = 1;
     mln_pl_comm_born(MPI_COMM_WORLD);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int i = 0; i < size && !mln_pl_p2p; i++)
-        mln_pl_p2p = mln_stripe_remote(i);
+    world = mln_pl_comm(MPI_COMM_WORLD); /* its entry says whether any rank is remote */
+    mln_pl_p2p = world != NULL && world->spans;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0 && cfg.log_level >= MLN_LOG_INFO)
         fprintf(stderr,
