@@ -31,18 +31,20 @@ def netpipe(path: Path) -> dict[int, tuple[float, float]]:
     (2^20 bit/s, 6 decimals in the file), not its time column: that one has 0.01 us steps in
     the file and the log, 7% of a local one-way time of 0.13 us."""
     rows = {}
+
+    def add(n: int, mbps: float) -> None:
+        if mbps > 0:
+            rows[n] = (mbps * MIB_BIT / 1e6, n * 8 / (mbps * MIB_BIT) * 1e6)
+
     log = path.with_suffix(".log")
     if log.exists():
         for m in NPLINE.finditer(log.read_text()):
-            n, mbps = int(m.group(1)), float(m.group(2))
-            if mbps > 0:
-                rows[n] = (mbps * MIB_BIT / 1e6, n * 8 / (mbps * MIB_BIT) * 1e6)
+            add(int(m.group(1)), float(m.group(2)))
     if path.exists():
         for line in path.read_text().split("\n"):
             f = line.split()
-            if len(f) >= 3 and float(f[1]) > 0:
-                n, mbps = int(f[0]), float(f[1])
-                rows[n] = (mbps * MIB_BIT / 1e6, n * 8 / (mbps * MIB_BIT) * 1e6)
+            if len(f) >= 3:
+                add(int(f[0]), float(f[1]))
     return rows
 
 
