@@ -102,6 +102,7 @@ typedef struct mln_config {
     int64_t stripe_helpers;     /* MLN_STRIPE_HELPERS: helper ranks per node (helper backend) */
     uint64_t stripe_threshold;  /* MLN_STRIPE_THRESHOLD: larger messages to remote peers stripe */
     uint64_t stripe_chunk;      /* MLN_STRIPE_CHUNK: largest chunk given to one lane */
+    uint64_t stripe_early;      /* MLN_STRIPE_EARLY: bytes per peer sent before the CTS (tcp) */
     uint64_t stripe_sockbuf;    /* MLN_STRIPE_SOCKBUF: SO_SNDBUF/SO_RCVBUF, 0 = host default */
     char stripe_congestion[32]; /* MLN_STRIPE_CONGESTION: TCP_CONGESTION, "" = host default */
     char site_map[1024];        /* MLN_SITE_MAP: "pattern=site,..."; "" = each host a site */

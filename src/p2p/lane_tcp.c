@@ -47,34 +47,79 @@ static void chunk_append(tcp_out_t *o, tcp_chunk_t *c)
     o->queued_bytes += c->frame.len;
 }
 
-/* Hands chunks of `r` to the lanes with room, least queued bytes first. */
-static void tcp_send_fill(mln_stripe_t *s, mln_req_t *r)
+/* Takes r's chunks of which no byte went out off lane o (early ones too when `early`). */
+static void out_take_back(tcp_out_t *o, const mln_req_t *r, int early)
 {
-    tcp_peer_t *p = &s->tcp->peers[r->peer_world];
+    for (tcp_chunk_t **pc = &o->head; *pc;) {
+        tcp_chunk_t *c = *pc;
+        if (c->req != r || c->sent > 0 || (!early && c->frame.magic == TCP_EARLY_MAGIC)) {
+            pc = &c->next;
+            continue;
+        }
+        *pc = c->next;
+        o->nqueued--;
+        o->queued_bytes -= c->frame.len;
+        free(c);
+    }
+    o->tail = NULL;
+    for (tcp_chunk_t *c = o->head; c; c = c->next)
+        o->tail = c;
+}
 
-    while (r->next_off < r->accept && p->state == PEER_UP) {
+/* Hands chunks of [r->next_off, end) to the lanes, least queued bytes first: to lanes with
+ * fewer than `depth` chunks queued; 0 when one could not be had (no memory: retried). */
+static int tcp_hand_out(tcp_peer_t *p, mln_req_t *r, uint64_t end, int depth, uint32_t magic)
+{
+    while (r->next_off < end) {
         tcp_out_t *best = NULL;
         tcp_chunk_t *c;
         uint64_t len;
 
         for (int i = 0; i < p->nout; i++)
-            if (p->out[i].nqueued < 2 && (!best || p->out[i].queued_bytes < best->queued_bytes))
+            if (p->out[i].nqueued < depth && (!best || p->out[i].queued_bytes < best->queued_bytes))
                 best = &p->out[i];
         if (best == NULL)
-            return;
+            return 1;
         c = calloc(1, sizeof(*c));
         if (c == NULL)
-            return; /* retried on the next pass */
-        len = r->accept - r->next_off < r->chunk ? r->accept - r->next_off : r->chunk;
+            return 0;
+        len = end - r->next_off < r->chunk ? end - r->next_off : r->chunk;
         c->req = r;
         c->off = r->next_off;
-        c->frame = (tcp_frame_t){.magic = TCP_FRAME_MAGIC,
+        c->frame = (tcp_frame_t){.magic = magic,
                                  .len = (uint32_t)len, /* chunk <= 1 GiB */
                                  .msg_id = r->msg_id,
                                  .offset = r->next_off};
         r->next_off += len;
         chunk_append(best, c);
     }
+    return 1;
+}
+
+/* Hands chunks of `r` to the lanes with room (two queued at most). */
+static void tcp_send_fill(mln_stripe_t *s, mln_req_t *r)
+{
+    tcp_peer_t *p = &s->tcp->peers[r->peer_world];
+
+    if (p->state == PEER_UP)
+        tcp_hand_out(p, r, r->accept, 2, TCP_FRAME_MAGIC);
+}
+
+/* Early chunks [0, bytes) of a send waiting for its CTS, queued at once (at most one per lane
+ * by the engine's choice of bytes): all of them, or none while the lanes are not up. */
+static uint64_t tcp_send_early(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
+{
+    tcp_peer_t *p = &s->tcp->peers[r->peer_world];
+
+    if (p->state != PEER_UP || p->nout == 0 || r->next_off != 0)
+        return 0;
+    if (!tcp_hand_out(p, r, bytes, INT32_MAX, TCP_EARLY_MAGIC)) { /* no memory: take back */
+        for (int i = 0; i < p->nout; i++)
+            out_take_back(&p->out[i], r, 1);
+        r->next_off = 0;
+        return 0;
+    }
+    return bytes;
 }
 
 /* Writes what the socket takes; returns 1 when bytes moved, -1 when the lane failed. */
@@ -142,10 +187,11 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
 }
 
 /*
- * A send failed: its chunks not begun leave the queues; a chunk half written is finished
- * (the stream must stay whole; the user's buffer is still ours until the request is DONE).
- * If any chunk of it was handed out, every lane then carries an END frame for it.  Returns
- * the number of END frames, which the receiver waits for.
+ * A send failed: its chunks not begun leave the queues, but for early ones (its receiver
+ * counts on every early frame); a chunk half written is finished (the stream must stay whole;
+ * the user's buffer is still ours until the request is DONE).  If any chunk of it was handed
+ * out, every lane then carries an END frame for it.  Returns the number of END frames, which
+ * the receiver waits for.
  */
 static uint64_t tcp_send_abort(mln_stripe_t *s, mln_req_t *r)
 {
@@ -157,20 +203,7 @@ static uint64_t tcp_send_abort(mln_stripe_t *s, mln_req_t *r)
     for (int i = 0; i < p->nout; i++) {
         tcp_out_t *o = &p->out[i];
         tcp_chunk_t *end = calloc(1, sizeof(*end));
-        for (tcp_chunk_t **pc = &o->head; *pc;) {
-            tcp_chunk_t *c = *pc;
-            if (c->req != r || c->sent > 0) {
-                pc = &c->next;
-                continue;
-            }
-            *pc = c->next;
-            o->nqueued--;
-            o->queued_bytes -= c->frame.len;
-            free(c);
-        }
-        o->tail = NULL;
-        for (tcp_chunk_t *c = o->head; c; c = c->next)
-            o->tail = c;
+        out_take_back(o, r, 0);
         if (end == NULL) { /* the receiver cannot count this lane out: break the lanes */
             mln_tcp_out_lost(s, r->peer_world, MLN_ERR_NOMEM);
             return 0;
@@ -184,12 +217,13 @@ static uint64_t tcp_send_abort(mln_stripe_t *s, mln_req_t *r)
 
 /* ---- receiving --------------------------------------------------------------------------- */
 
-/* A frame header from in->src: where its payload goes (in->req, in->dst), after every check;
- * 0 for a frame that does not fit any message (the caller closes src's lanes). */
+/* A frame header from in->src: where its payload goes (in->req and in->dst, or a stash entry
+ * for an early frame whose header has not matched), after every check; 0 for a frame that does
+ * not fit any message (the caller closes src's lanes), -1 when that was said already. */
 static int frame_accept(mln_stripe_t *s, tcp_in_t *in, const tcp_frame_t *f)
 {
     mln_req_t *r = mln_stripe_find_recv(s, in->src, f->msg_id);
-    uint64_t index;
+    uint64_t index, lands;
 
     if (f->magic == TCP_END_MAGIC) { /* news for a failed message, or for one already gone */
         if (r != NULL && r->kind == MLN_LANE_TCP)
@@ -197,19 +231,43 @@ static int frame_accept(mln_stripe_t *s, tcp_in_t *in, const tcp_frame_t *f)
         in->state = IN_FRAME;
         return 1;
     }
-    if (f->magic != TCP_FRAME_MAGIC || r == NULL || r->kind != MLN_LANE_TCP ||
-        (r->state != MLN_REQ_DATA && r->state != MLN_REQ_ABORT) || f->len == 0 || r->got == NULL ||
-        f->offset % r->chunk != 0)
+    if (r == NULL && f->magic == TCP_EARLY_MAGIC) /* its header has not matched yet */
+        return mln_tcp_stash_begin(s, in, f) ? 1 : -1;
+    if (r == NULL)
         return 0;
-    index = f->offset / r->chunk;
-    if (index >= r->nchunks || f->len != mln_stripe_chunk_len(r, index) ||
-        (r->got[index / 8] & (1u << (index % 8))))
+    index = mln_tcp_frame_index(r, f->magic, f->offset, f->len);
+    if (index == TCP_BAD_INDEX)
         return 0;
     r->got[index / 8] |= (uint8_t)(1u << (index % 8));
+    lands = mln_tcp_frame_lands(r, f->offset, f->len);
     in->req = r;
+    in->stash = NULL;
+    in->early = f->magic == TCP_EARLY_MAGIC;
     in->dst = r->buf + f->offset;
-    in->left = f->len;
-    in->state = IN_PAYLOAD;
+    in->left = lands > 0 ? lands : f->len;
+    in->skip = lands > 0 ? f->len - lands : 0;
+    in->state = lands > 0 ? IN_PAYLOAD : IN_DISCARD; /* past a truncating receive's end */
+    return 1;
+}
+
+/* The frame in hand is read whole: an early one counts for its receive, a stashed one goes to
+ * its receive if that has matched meanwhile.  0 when that closed src's lanes (in is gone). */
+static int frame_end(mln_stripe_t *s, tcp_in_t *in)
+{
+    tcp_stash_t *e = in->stash;
+    const int src = in->src;
+
+    if (in->req != NULL && in->early)
+        in->req->early_left--;
+    in->state = IN_FRAME;
+    in->hgot = 0;
+    in->req = NULL;
+    in->stash = NULL;
+    in->early = 0;
+    if (e != NULL && !mln_tcp_stash_done(s, src, e)) {
+        mln_tcp_in_lost(s, src, MLN_ERR_DATA);
+        return 0;
+    }
     return 1;
 }
 
@@ -230,22 +288,26 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
                 want = sizeof(sink);
             n = recv(in->fd, into, want, MSG_DONTWAIT);
             if (n > 0) {
+                mln_req_t *r = in->req;
+                const uint64_t landed =
+                    in->state == IN_PAYLOAD && in->stash == NULL ? (uint64_t)n : 0;
+                int ended = 0;
                 moved = 1;
                 budget -= (uint64_t)n;
                 in->left -= (uint64_t)n;
-                if (in->state == IN_PAYLOAD) {
-                    mln_req_t *r = in->req;
+                if (in->state == IN_PAYLOAD)
                     in->dst += n;
-                    if (in->left == 0) {
-                        in->state = IN_FRAME;
-                        in->hgot = 0;
-                        in->req = NULL;
-                    }
-                    mln_stripe_req_progress(s, r, (uint64_t)n);
+                if (in->left == 0 && in->state == IN_PAYLOAD && in->skip > 0) {
+                    in->state = IN_DISCARD; /* the rest of an early chunk the receive cuts */
+                    in->left = in->skip;
+                    in->skip = 0;
                 } else if (in->left == 0) {
-                    in->state = IN_FRAME;
-                    in->hgot = 0;
+                    ended = 1;
+                    if (!frame_end(s, in))
+                        return 0; /* in was freed */
                 }
+                if (r != NULL && (landed > 0 || ended))
+                    mln_stripe_req_progress(s, r, landed);
                 continue;
             }
         } else {
@@ -266,11 +328,13 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
                 }
                 memcpy(&f, in->hb, sizeof(f));
                 in->used = 1;
-                if (!frame_accept(s, in, &f)) {
-                    MLN_ERROR("tcp: bad frame from world rank %d (message %llu, offset %llu, "
-                              "length %u): its lanes are closed",
-                              in->src, (unsigned long long)f.msg_id, (unsigned long long)f.offset,
-                              f.len);
+                const int ok = frame_accept(s, in, &f);
+                if (ok <= 0) {
+                    if (ok == 0)
+                        MLN_ERROR("tcp: bad frame from world rank %d (message %llu, offset "
+                                  "%llu, length %u): its lanes are closed",
+                                  in->src, (unsigned long long)f.msg_id,
+                                  (unsigned long long)f.offset, f.len);
                     mln_tcp_in_lost(s, in->src, MLN_ERR_DATA);
                     return 0; /* in was freed */
                 }
@@ -439,12 +503,14 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
 static mln_status_t tcp_recv_post(mln_stripe_t *s, mln_req_t *r)
 {
     (void)s;
-    r->got = calloc((size_t)(r->nchunks / 8 + 1), 1);
+    if (r->got == NULL) /* (a receive with early frames has its map since its header came) */
+        r->got = calloc((size_t)(r->nchunks / 8 + 1), 1);
     return r->got != NULL ? MLN_OK : MLN_ERR_NOMEM;
 }
 
 /* Quiet: a send has no chunk left on a lane (a half-written one is finished); a receive has
- * all its bytes, or an END from every lane the sender named, or no lanes from src any more. */
+ * every early frame, and all its bytes, or an END from every lane the sender named, or sent
+ * no CTS (only early frames come then); or no lanes from src are left. */
 static int tcp_quiet(mln_stripe_t *s, mln_req_t *r)
 {
     mln_tcp_state_t *t = s->tcp;
@@ -457,7 +523,11 @@ static int tcp_quiet(mln_stripe_t *s, mln_req_t *r)
                     return 0;
         return 1;
     }
-    return t->in_broken[r->peer_world] || r->bytes_done >= r->accept ||
+    if (t->in_broken[r->peer_world])
+        return 1;
+    if (r->early_left > 0) /* each early frame comes, whatever happened */
+        return 0;
+    return !r->cts || r->bytes_done >= r->accept ||
            (r->peer_count_known && r->peer_count != MLN_COUNT_UNKNOWN && r->ends >= r->peer_count);
 }
 
@@ -471,8 +541,11 @@ static void tcp_req_free(mln_stripe_t *s, mln_req_t *r)
     if (!r->is_send) {
         for (int i = 0; i < t->nin; i++)
             if (t->ins[i]->req == r) {
-                t->ins[i]->req = NULL;
-                t->ins[i]->state = IN_DISCARD; /* the rest of that frame is dropped */
+                tcp_in_t *in = t->ins[i];
+                in->req = NULL;
+                in->left += in->skip;
+                in->skip = 0;
+                in->state = IN_DISCARD; /* the rest of that frame is dropped */
             }
         free(r->got);
         r->got = NULL;
@@ -503,4 +576,6 @@ const mln_lane_ops_t mln_lane_tcp_ops = {
     .quiet = tcp_quiet,
     .req_free = tcp_req_free,
     .close = mln_tcp_close,
+    .send_early = tcp_send_early,
+    .recv_early = mln_tcp_recv_early,
 };

@@ -1,7 +1,8 @@
 /*
  * lane_tcp_int.h - what the two halves of the tcp lanes share: lane_tcp.c (frames, scheduling,
- * progress) and tcp_conn.c (the listener, connecting without blocking, hellos, failures and
- * the kernel's evidence about a peer).
+ * progress), tcp_conn.c (the listener, connecting without blocking, hellos, failures and
+ * the kernel's evidence about a peer) and tcp_early.c (early frames that come before their
+ * message's header matched).
  */
 #ifndef MLN_LANE_TCP_INT_H
 #define MLN_LANE_TCP_INT_H
@@ -10,7 +11,8 @@
 
 #include <poll.h>
 
-#define TCP_FRAME_MAGIC 0x4d4c4e46u /* "MLNF": a chunk follows */
+#define TCP_FRAME_MAGIC 0x4d4c4e46u /* "MLNF": a chunk follows (sent after the CTS) */
+#define TCP_EARLY_MAGIC 0x4d4c4e59u /* "MLNY": a chunk of [0, hdr.early), sent before the CTS */
 #define TCP_END_MAGIC 0x4d4c4e45u   /* "MLNE": no more frames of this message on this lane */
 #define TCP_HELLO_MAGIC 0x4d4c4e49u /* "MLNI" (hello v2: names its destination) */
 #define TCP_MAX_ADDRS 4
@@ -82,6 +84,15 @@ typedef struct tcp_peer {
 
 enum { IN_HELLO, IN_FRAME, IN_PAYLOAD, IN_DISCARD };
 
+/* An early frame whose message's header had not matched when it came: kept aside. */
+typedef struct tcp_stash {
+    int src;
+    int matched; /* its header matched while it was being read: handed over when whole */
+    uint64_t msg_id, off, len;
+    char *data;
+    struct tcp_stash *next;
+} tcp_stash_t;
+
 typedef struct tcp_in {
     int fd;
     int src;
@@ -91,9 +102,14 @@ typedef struct tcp_in {
     double deadline;
     unsigned char hb[sizeof(tcp_hello_t)];
     size_t hgot;
+    /* the frame being read: IN_PAYLOAD puts `left` bytes at dst (in req's buffer, or stash's),
+     * then IN_DISCARD drops `skip` (an early chunk beyond what the receive accepts) */
     mln_req_t *req;
+    tcp_stash_t *stash;
+    int early; /* an early frame: req counts it once it is whole */
     char *dst;
     uint64_t left;
+    uint64_t skip;
 } tcp_in_t;
 
 struct mln_tcp_state {
@@ -109,6 +125,7 @@ struct mln_tcp_state {
     double housekept;     /* last idle look at the listener */
     double accept_paused; /* out of descriptors: the listener rests until then */
     int warned;           /* connections without a hello were closed (said once) */
+    tcp_stash_t *stash;   /* early frames of messages whose header has not matched */
 };
 
 /* tcp_conn.c */
@@ -134,5 +151,23 @@ int mln_tcp_hello_check(mln_stripe_t *s, tcp_in_t *in);
 mln_status_t mln_tcp_open(mln_stripe_t *s);
 void mln_tcp_close(mln_stripe_t *s);
 void mln_tcp_out_lanes_close(tcp_peer_t *p);
+
+/* tcp_early.c */
+#define TCP_BAD_INDEX UINT64_MAX
+/* The chunk index that frame {magic, off, len} has in receive r, or TCP_BAD_INDEX when it does
+ * not fit r (its grid, its early part or its accepted part, a chunk that came already). */
+uint64_t mln_tcp_frame_index(const mln_req_t *r, uint32_t magic, uint64_t off, uint64_t len);
+/* Bytes of a frame at off of len that land in r's buffer (the rest is dropped). */
+uint64_t mln_tcp_frame_lands(const mln_req_t *r, uint64_t off, uint64_t len);
+/* An early frame f from in->src whose message is unknown here: read into the stash.  1 when
+ * in is set to read it, 0 for a frame that cannot be kept (said why: src's lanes must go). */
+int mln_tcp_stash_begin(mln_stripe_t *s, tcp_in_t *in, const tcp_frame_t *f);
+/* A stash entry is whole: handed to its receive if its header matched.  0 when it did not fit
+ * that receive (said why: src's lanes must go). */
+int mln_tcp_stash_done(mln_stripe_t *s, int src, tcp_stash_t *e);
+/* A header with early bytes matched (lane op recv_early): its receive expects them. */
+mln_status_t mln_tcp_recv_early(mln_stripe_t *s, mln_req_t *r);
+/* Drops the stash entries of src (all when src < 0). */
+void mln_tcp_stash_drop(mln_tcp_state_t *t, int src);
 
 #endif /* MLN_LANE_TCP_INT_H */

@@ -154,8 +154,10 @@ void mln_stripe_req_progress(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
         mln_stripe_req_fail(s, r, MLN_ERR_SYS);
         return;
     }
-    if (r->is_send ? r->bytes_done >= r->accept && r->next_off >= r->accept
-                   : r->bytes_done >= r->accept)
+    /* early chunks (tcp) all go, and all arrive, even where the receiver accepts fewer bytes */
+    if (r->is_send ? r->bytes_done >= (r->accept > r->early ? r->accept : r->early) &&
+                         r->next_off >= r->accept
+                   : r->bytes_done >= r->accept && r->early_left == 0)
         mln_stripe_req_finish(s, r,
                               r->total > r->accept && !r->is_send ? MLN_ERR_TRUNCATE : MLN_OK);
 }
@@ -333,6 +335,28 @@ static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
 }
 
 /*
+ * Bytes of a new striped message that go on the lanes before its CTS (docs/STRIPE.md "Early
+ * chunks"): at most one chunk per lane, and no more than MLN_STRIPE_EARLY leaves for that peer
+ * once the early bytes of our sends to it that have no CTS yet are counted (what its receiver
+ * may have to keep aside); whole chunks, or the whole message.
+ */
+static uint64_t early_bytes(const mln_stripe_t *s, const mln_req_t *r, int lanes)
+{
+    uint64_t used = 0, room, want = (uint64_t)lanes * r->chunk;
+
+    if (s->lanes[r->kind]->send_early == NULL || s->cfg->stripe_early == 0)
+        return 0;
+    for (const mln_req_t *o = s->active; o; o = o->next)
+        if (o->is_send && o->peer_world == r->peer_world && o->early > 0 && !o->cts)
+            used += o->early;
+    room = s->cfg->stripe_early > used ? s->cfg->stripe_early - used : 0;
+    if (r->total <= want && r->total <= room)
+        return r->total;
+    want = want < room ? want : room;
+    return want - want % r->chunk;
+}
+
+/*
  * Payload bytes per chunk for a message of `total` bytes: n / (4 lanes), within [64 KiB,
  * MLN_STRIPE_CHUNK], and large enough that the chunks of one message take at most a quarter of
  * the chunk tags (a receiver holds a message's tags until it is retired), and small enough for
@@ -355,7 +379,7 @@ static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
 mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
 {
     mln_status_t st = MLN_OK;
-    int dest_world = -1, striped, remote;
+    int dest_world = -1, striped, remote, rc;
 
     if (r->peer == MPI_PROC_NULL) {
         r->state = MLN_REQ_DONE;
@@ -397,15 +421,26 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
     }
     r->hdr.kind = (uint32_t)r->kind;
     r->hdr.chunk = r->chunk;
-    hdr_seal(&r->hdr);
     r->state = MLN_REQ_CTS;
-    MLN_MPI_CHECK(
-        MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq), st,
-        out);
     mln_stripe_active_add(s, r);
-    MLN_TRACE("send %llu: %llu bytes to world %d over %s, chunk %llu",
+    r->early = early_bytes(s, r, lanes_of(s, r->kind));
+    if (r->early > 0) /* queued now, written as the lanes take them */
+        r->early = s->lanes[r->kind]->send_early(s, r, r->early);
+    r->hdr.early = r->next_off = r->early;
+    hdr_seal(&r->hdr);
+    rc = MPI_Isend(&r->hdr, MLN_STRIPE_HDR_SIZE, MPI_BYTE, r->peer, r->tag, r->comm, &r->mreq);
+    if (rc != MPI_SUCCESS) {
+        MLN_ERROR("MPI_Isend of a striped message's header failed (error %d)", rc);
+        if (r->early == 0) {
+            mln_stripe_active_del(s, r);
+            return MLN_ERR_MPI;
+        }
+        mln_stripe_req_fail(s, r, MLN_ERR_MPI); /* done once its early chunks are written */
+        return MLN_OK;
+    }
+    MLN_TRACE("send %llu: %llu bytes to world %d over %s, chunk %llu, %llu early",
               (unsigned long long)r->msg_id, (unsigned long long)r->total, dest_world,
-              s->lanes[r->kind]->name, (unsigned long long)r->chunk);
+              s->lanes[r->kind]->name, (unsigned long long)r->chunk, (unsigned long long)r->early);
 out:
     return st;
 }
@@ -471,6 +506,24 @@ static void recv_header(mln_stripe_t *s, mln_req_t *r)
         return;
     }
     r->nchunks = r->accept ? (r->accept + r->chunk - 1) / r->chunk : 0;
+    if (r->hdr.early > 0) {
+        if (r->kind != MLN_LANE_TCP || s->lanes[r->kind]->recv_early == NULL ||
+            r->hdr.early > r->total || (r->hdr.early % r->chunk != 0 && r->hdr.early != r->total)) {
+            MLN_ERROR("header from world rank %d: %llu early bytes of a %llu-byte message in "
+                      "chunks of %llu over %s lanes cannot be",
+                      r->peer_world, (unsigned long long)r->hdr.early, (unsigned long long)r->total,
+                      (unsigned long long)r->chunk,
+                      s->lanes[r->kind] ? s->lanes[r->kind]->name : "no");
+            mln_stripe_req_fail(s, r, MLN_ERR_DATA);
+            return;
+        }
+        r->early = r->hdr.early;
+        if (s->lanes[r->kind]->recv_early(s, r) != MLN_OK) { /* cannot count them: a NAK */
+            r->early = 0;
+            mln_stripe_req_fail(s, r, MLN_ERR_NOMEM);
+            return;
+        }
+    }
     if (mln_fault_begin(&s->fault, r)) {
         mln_stripe_req_fail(s, r, MLN_ERR_NOMEM);
         return;

@@ -148,11 +148,11 @@ void mln_stripe_recv_setup(mln_stripe_t *s, mln_req_t *r)
         mln_stripe_req_fail(s, r, st);
         return;
     }
-    mln_fault_begin(&s->fault, r);
+    r->cts = 1;
     MLN_TRACE("recv %llu: %llu of %llu bytes from world %d over %s", (unsigned long long)r->msg_id,
               (unsigned long long)r->accept, (unsigned long long)r->total, r->peer_world,
               s->lanes[r->kind]->name);
-    if (r->accept == 0)
+    if (r->accept == 0 || r->early > 0) /* early frames may all have come before the CTS */
         mln_stripe_req_progress(s, r, 0);
 }
 
@@ -189,14 +189,20 @@ void mln_stripe_req_fail(mln_stripe_t *s, mln_req_t *r, mln_status_t st)
     if (r->state == MLN_REQ_TAGS) { /* matched, no CTS yet: the sender waits for a word */
         if (!r->abort_told)
             mln_stripe_ctl_send(s, r->peer_world, MLN_CTL_NAK, r->msg_id, r->kind, 0, 0, st);
+        r->abort_told = 1;
+        if (r->early > 0) { /* its early frames still come: done once they are in */
+            r->state = MLN_REQ_ABORT;
+            return;
+        }
         mln_stripe_req_finish(s, r, st);
         return;
     }
-    if (r->state != MLN_REQ_DATA) { /* plain, header, inline, or a send before its CTS */
+    /* plain, header, inline, or a send before its CTS with nothing on the lanes */
+    if (r->state != MLN_REQ_DATA && !(r->state == MLN_REQ_CTS && r->early > 0)) {
         mln_stripe_req_finish(s, r, st);
         return;
     }
-    r->state = MLN_REQ_ABORT;
+    r->state = MLN_REQ_ABORT; /* a send: its early chunks, if any, still go (all of them) */
     if (r->is_send) {
         const uint64_t count = s->lanes[r->kind]->send_abort(s, r);
         if (!r->abort_told)
@@ -241,13 +247,17 @@ static void on_cts(mln_stripe_t *s, const mln_stripe_ctl_t *c, int from)
                             MLN_ERR_PEER);
         return;
     }
+    /* (a message whose early chunks are on the tcp lanes cannot move off them) */
     if (c->value > r->total || c->kind >= MLN_LANE_KINDS || s->lanes[c->kind] == NULL ||
-        (c->kind != r->kind && !(r->kind == MLN_LANE_TCP && c->kind == MLN_LANE_MPI))) {
+        (c->kind != r->kind &&
+         (r->early > 0 || !(r->kind == MLN_LANE_TCP && c->kind == MLN_LANE_MPI)))) {
+        const int told = r->early > 0; /* such a send tells its peer itself (SABORT) */
         MLN_ERROR("invalid CTS from world rank %d for message %llu (kind %u, accept %llu)", from,
                   (unsigned long long)c->msg_id, c->kind, (unsigned long long)c->value);
         mln_stripe_req_fail(s, r, MLN_ERR_DATA);
-        mln_stripe_ctl_send(s, from, MLN_CTL_SABORT, c->msg_id, (mln_lane_kind_t)c->kind, 0, 0,
-                            MLN_ERR_DATA);
+        if (!told)
+            mln_stripe_ctl_send(s, from, MLN_CTL_SABORT, c->msg_id, (mln_lane_kind_t)c->kind, 0, 0,
+                                MLN_ERR_DATA);
         return;
     }
     if (c->kind != r->kind) { /* the receiver cannot take our tcp lanes: mpi for good */
@@ -263,15 +273,19 @@ static void on_cts(mln_stripe_t *s, const mln_stripe_ctl_t *c, int from)
         (r->tcp_reset || s->tcp_failed[from] || !s->lanes[MLN_LANE_TCP]->ready(s, from))) {
         r->kind = MLN_LANE_MPI; /* our lanes failed before a frame of it went out */
         r->tcp_reset = 0;
+        r->early = r->next_off = 0; /* its early chunks went with the lanes, unwritten */
         if (mln_stripe_ctl_send(s, from, MLN_CTL_SWITCH, r->msg_id, MLN_LANE_MPI, 0, 0, MLN_OK) !=
             MLN_OK)
             mln_stripe_req_finish(s, r, MLN_ERR_MPI);
         return; /* a second CTS follows, for the mpi lanes */
     }
     r->state = MLN_REQ_DATA;
+    r->cts = 1;
     mln_fault_begin(&s->fault, r);
-    if (r->accept == 0)
+    if (r->accept == 0 && r->early == 0)
         mln_stripe_req_finish(s, r, MLN_OK);
+    else if (r->early > 0) /* the early chunks may be all it takes, and all be written */
+        mln_stripe_req_progress(s, r, 0);
 }
 
 /* SWITCH: the sender's tcp lanes failed before a frame of this message went out. */
@@ -286,6 +300,7 @@ static void on_switch(mln_stripe_t *s, mln_req_t *r)
         return;
     }
     s->lanes[MLN_LANE_TCP]->req_free(s, r);
+    r->early = r->early_left = 0; /* none was written: the sender's lanes failed first */
     r->kind = MLN_LANE_MPI;
     r->state = MLN_REQ_TAGS;
     mln_stripe_recv_setup(s, r);
@@ -400,12 +415,14 @@ void mln_stripe_tcp_lost(mln_stripe_t *s, int peer_world, mln_status_t st)
         next = r->next;
         if (!r->is_send || r->peer_world != peer_world || r->kind != MLN_LANE_TCP)
             continue;
-        if (r->state == MLN_REQ_CTS) {
+        if (r->state == MLN_REQ_CTS && r->bytes_done > 0) {
+            mln_stripe_req_fail(s, r, st); /* early bytes of it went out: its stream is cut */
+        } else if (r->state == MLN_REQ_CTS) {
             r->tcp_reset = 1; /* switched at its CTS */
         } else if (r->state == MLN_REQ_DATA && r->bytes_done == 0) {
             /* nothing of it reached a socket: the receiver sets up mpi lanes, a new CTS */
             r->kind = MLN_LANE_MPI;
-            r->next_off = 0;
+            r->early = r->next_off = 0;
             r->state = MLN_REQ_CTS;
             if (mln_stripe_ctl_send(s, peer_world, MLN_CTL_SWITCH, r->msg_id, MLN_LANE_MPI, 0, 0,
                                     MLN_OK) != MLN_OK)

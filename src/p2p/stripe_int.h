@@ -14,7 +14,7 @@
 /* ---- wire formats ---------------------------------------------------------------------- */
 
 #define MLN_STRIPE_MAGIC 0x4d4c4e53u /* "MLNS" */
-#define MLN_STRIPE_VERSION 2
+#define MLN_STRIPE_VERSION 3
 #define MLN_STRIPE_HDR_SIZE 64 /* a message of exactly this size on (comm, tag) is a header */
 #define MLN_STRIPE_CHUNK_MAX ((uint64_t)1 << 30) /* a chunk is one MPI message: an int count */
 #define MLN_COUNT_UNKNOWN UINT64_MAX
@@ -42,7 +42,9 @@ typedef struct mln_stripe_hdr {
     uint64_t msg_id;   /* unique per sender */
     uint64_t total;    /* payload bytes */
     uint64_t chunk;    /* chunk size (chunk i is [i*chunk, ...)) */
-    unsigned char pad[20];
+    uint64_t early;    /* tcp: bytes [0, early) already on the lanes, sent before the CTS: a
+                          multiple of chunk, or total (docs/STRIPE.md "Early chunks") */
+    unsigned char pad[12];
     uint32_t crc; /* CRC-32 of the 60 bytes before it */
 } mln_stripe_hdr_t;
 
@@ -145,6 +147,9 @@ struct mln_stripe_request {
     MPI_Request *chunk_reqs; /* mpi/helper receive: one per chunk */
     uint64_t chunks_left;    /* mpi/helper receive: chunk requests not yet complete */
     uint8_t *got;            /* tcp receive: one bit per chunk that landed */
+    uint64_t early;          /* tcp: bytes [0, early) go before the CTS (hdr.early) */
+    uint64_t early_left;     /* tcp receive: early frames not yet seen (each one comes) */
+    int cts;                 /* receive: its CTS went out; send: its CTS came */
     int tcp_reset;           /* send: its lanes failed before any frame: switch at the CTS */
 
     /* MLN_REQ_ABORT: what is still in flight (see mln_stripe_ctl_t's value) */
@@ -176,6 +181,9 @@ typedef struct mln_stripe_request mln_req_t;
  * send failed: take no more chunks of it, and say what its receiver must still expect: the
  * value of SABORT/SACK), quiet (1 once no lane operation uses the user's buffer of a request
  * in MLN_REQ_ABORT), req_free (drop every reference to a request) and close at mln_finalize.
+ * Lanes that can carry chunks before the CTS (tcp) also have send_early (a send in MLN_REQ_CTS
+ * puts [0, bytes) on the lanes now; returns the bytes it took, 0 or all of them) and recv_early
+ * (a header announcing early bytes matched: expect them, and take those that came before).
  */
 typedef struct mln_lane_ops {
     const char *name;
@@ -189,6 +197,8 @@ typedef struct mln_lane_ops {
     int (*quiet)(mln_stripe_t *s, mln_req_t *r);
     void (*req_free)(mln_stripe_t *s, mln_req_t *r);
     void (*close)(mln_stripe_t *s);
+    uint64_t (*send_early)(mln_stripe_t *s, mln_req_t *r, uint64_t bytes);
+    mln_status_t (*recv_early)(mln_stripe_t *s, mln_req_t *r);
 } mln_lane_ops_t;
 
 extern const mln_lane_ops_t mln_lane_tcp_ops;

@@ -201,6 +201,7 @@ void mln_tcp_close(mln_stripe_t *s)
         close(t->ins[i]->fd);
         free(t->ins[i]);
     }
+    mln_tcp_stash_drop(t, -1);
     if (t->lfd >= 0)
         close(t->lfd);
     free(t->ins);
@@ -394,6 +395,7 @@ void mln_tcp_in_lost(mln_stripe_t *s, int src, mln_status_t st)
     for (int i = t->nin - 1; i >= 0; i--)
         if (t->ins[i]->src == src)
             mln_tcp_in_drop(t, i);
+    mln_tcp_stash_drop(t, src); /* early frames of messages that cannot complete now */
     for (mln_req_t *r = s->active; r; r = next) {
         next = r->next;
         if (!r->is_send && r->kind == MLN_LANE_TCP && r->peer_world == src &&

@@ -629,6 +629,11 @@ static const subtest_t subtests[] = {
     {"rabort", t_rabort, 0, 1},
     {"sabort", t_sabort, 0, 1},
     {"nak", t_nak, 0, 1},
+    {"early", t_early, 0, 1},
+    {"early_limit", t_early_limit, 0, 1},
+    {"nak_early", t_nak_early, 0, 1},
+    {"rabort_early", t_rabort_early, 0, 1},
+    {"sabort_early", t_sabort_early, 0, 1},
     {"listener", t_listener, 0, 1},
     {"outeof", t_outeof, 0, 1},
     {"bigplain", t_bigplain, 0, 4},
@@ -655,7 +660,8 @@ static int usage(const char *why, int verbose)
             "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N] "
             "[--helpers K] [--local 0|1] [--threshold SIZE] [--progress call|thread] [--fault "
             "reset:LANE:BYTES] "
-            "[--stripe-timeout S] [--tags N] [--fault-rank R] [--watchdog S] "
+            "[--stripe-timeout S] [--tags N] [--fault-rank R] [--early SIZE --early-rank R] "
+            "[--watchdog S] "
             "[--test all|NAME,...]\nsub-tests:",
             why);
     for (const subtest_t *s = subtests; s->name; s++)
@@ -720,6 +726,9 @@ int main(int argc, char **argv)
                                                      world_rank == opt.fault_rank
                                                  ? opt.fault
                                                  : NULL) != 0)
+        rc = usage("setenv failed", 1);
+    if (rc == 0 && opt.early != NULL && world_rank == opt.early_rank &&
+        setenv("MLN_STRIPE_EARLY", opt.early, 1) != 0)
         rc = usage("setenv failed", 1);
     if (rc != 0) {
         MPI_Finalize();

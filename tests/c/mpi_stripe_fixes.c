@@ -16,6 +16,13 @@
  *   nak       a receive that fails before its CTS: the sender is told          (13)
  *   eintr     signals while lanes connect: tcp lanes all the same              (11)
  *
+ * and for the early chunks that a tcp send puts on its lanes before the CTS (docs/STRIPE.md
+ * "Early chunks"), which a first message never has (its lanes are still opening):
+ *
+ *   early        early chunks of messages not yet matched wait aside, within the budget
+ *   early_limit  a sender with a larger MLN_STRIPE_EARLY: one error, no hang, no wrong byte
+ *   nak_early, rabort_early, sabort_early   nak, rabort, sabort on a message sent early
+ *
  * Most need options (testlist.txt): --tags N (a small tag space, reused soon), --fault SPEC
  * --fault-rank R (MLN_STRIPE_FAULT on rank R), --stripe-timeout S, --local 0.
  */
@@ -317,6 +324,129 @@ static void failed_message(tctx_t *t, int struck, mln_status_t own, const char *
     if (t->rank == 1)
         sentinel_check(t, buf, FAIL_SIZE, what);
     free(buf);
+}
+
+/* ---- early chunks ------------------------------------------------------------------------ */
+
+/* One striped message each way between ranks 0 and 1, checked: the lanes are up after it, so
+ * that the next message sends early chunks.  It is the first striped send and receive of each
+ * rank (the fault hooks count it). */
+static void warm_up(tctx_t *t, const char *what)
+{
+    char label[96];
+
+    snprintf(label, sizeof(label), "%s: warm-up", what);
+    for (int from = 0; from < 2; from++) {
+        if (t->rank == from) {
+            uint8_t *buf = xmalloc(LATER_SIZE);
+            fill(buf, LATER_SIZE, t->rank, 9);
+            expect(t, mln_stripe_send(buf, LATER_SIZE, MPI_BYTE, 1 - from, t->tag + 9, t->comm),
+                   MLN_OK, label);
+            free(buf);
+        } else {
+            recv_check(t, LATER_SIZE, LATER_SIZE, from, t->tag + 9, 9, label);
+        }
+    }
+}
+
+#define EARLY_MSGS 4
+#define EARLY_SIZE (8 * MIB + 3) /* chunks of 512 KiB: 2 MiB early on 4 lanes */
+
+/*
+ * Rank 0 isends EARLY_MSGS messages (tags +1..); rank 1 receives the last one first, then the
+ * others from the last to the first, so that the early chunks of those wait aside until their
+ * headers match (MLN_STRIPE_EARLY bounds how many went early).  all_ok: every message arrives
+ * whole; else (a sender whose budget is larger than ours) each receive is whole or fails, one
+ * that failed is never written after, and later messages between the pair are whole.
+ */
+static void early_order(tctx_t *t, int all_ok, const char *what)
+{
+    char label[96];
+    uint8_t *bufs[EARLY_MSGS];
+    mln_status_t rcs[EARLY_MSGS];
+
+    if (pair_only(t, what))
+        return;
+    warm_up(t, what);
+    if (t->rank == 0) {
+        mln_request_t reqs[EARLY_MSGS];
+        for (int i = 0; i < EARLY_MSGS; i++) {
+            bufs[i] = xmalloc(EARLY_SIZE);
+            fill(bufs[i], EARLY_SIZE, 0, i);
+            if (!expect(t,
+                        mln_stripe_isend(bufs[i], EARLY_SIZE, MPI_BYTE, 1, t->tag + 1 + i, t->comm,
+                                         &reqs[i]),
+                        MLN_OK, what))
+                reqs[i] = MLN_REQUEST_NULL;
+        }
+        for (int i = 0; i < EARLY_MSGS; i++) {
+            const mln_status_t rc = mln_stripe_wait(&reqs[i], MPI_STATUS_IGNORE);
+            snprintf(label, sizeof(label), "%s: send %d", what, i);
+            if (all_ok || (rc != MLN_OK && rc != MLN_ERR_PEER))
+                expect(t, rc, MLN_OK, label);
+            free(bufs[i]);
+        }
+    } else {
+        for (int k = 0; k < EARLY_MSGS; k++) {
+            const int i = EARLY_MSGS - 1 - k;
+            MPI_Status st;
+            bufs[i] = xmalloc(EARLY_SIZE);
+            memset(bufs[i], 0, EARLY_SIZE);
+            rcs[i] =
+                mln_stripe_recv(bufs[i], EARLY_SIZE, MPI_BYTE, 0, t->tag + 1 + i, t->comm, &st);
+            snprintf(label, sizeof(label), "%s: receive %d", what, i);
+            if (rcs[i] == MLN_OK) {
+                if (check_status(t, &st, 0, t->tag + 1 + i, EARLY_SIZE, label))
+                    check(t, bufs[i], EARLY_SIZE, 0, i, label);
+            } else if (all_ok) {
+                expect(t, rcs[i], MLN_OK, label);
+            } else {
+                printf("%s: failed as it may: %s\n", label, mln_status_str(rcs[i]));
+            }
+            memset(bufs[i], 0xEE, EARLY_SIZE);
+        }
+    }
+    later_messages(t, 0, what);
+    later_messages(t, 1, what);
+    MPI_Barrier(t->comm);
+    for (int i = 0; t->rank == 1 && i < EARLY_MSGS; i++) {
+        snprintf(label, sizeof(label), "%s: receive %d", what, i);
+        sentinel_check(t, bufs[i], EARLY_SIZE, label);
+        free(bufs[i]);
+    }
+}
+
+void t_early(tctx_t *t)
+{
+    early_order(t, 1, "early");
+}
+
+/* --early 64M --early-rank 0: rank 0 sends more early bytes than rank 1 keeps aside. */
+void t_early_limit(tctx_t *t)
+{
+    early_order(t, 0, "early_limit");
+}
+
+/* --fault KIND:2... : as rabort, sabort and nak, on a message that goes early. */
+void t_rabort_early(tctx_t *t)
+{
+    if (t->rank < 2)
+        warm_up(t, "rabort_early");
+    failed_message(t, 1, MLN_ERR_SYS, "rabort_early");
+}
+
+void t_sabort_early(tctx_t *t)
+{
+    if (t->rank < 2)
+        warm_up(t, "sabort_early");
+    failed_message(t, 0, MLN_ERR_SYS, "sabort_early");
+}
+
+void t_nak_early(tctx_t *t)
+{
+    if (t->rank < 2)
+        warm_up(t, "nak_early");
+    failed_message(t, 1, MLN_ERR_NOMEM, "nak_early");
 }
 
 /* --fault rabort:1:BYTES --fault-rank 1: rank 1's receive fails once BYTES landed. */

@@ -327,6 +327,10 @@ int stripe_option(options_t *o, const char *name, const char *val)
         num = &o->tags;
     else if (!strcmp(name, "--fault-rank"))
         num = &o->fault_rank;
+    else if (!strcmp(name, "--early"))
+        o->early = val;
+    else if (!strcmp(name, "--early-rank"))
+        num = &o->early_rank;
     else
         return 0;
     return num != NULL && parse_count(val, num) != 0 ? -1 : 1;

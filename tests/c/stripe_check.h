@@ -21,9 +21,11 @@ typedef struct options {
     const char *threshold;
     const char *progress; /* MLN_STRIPE_PROGRESS: call or thread */
     int lanes, helpers, local, stripe_timeout, watchdog;
-    int tags;       /* MLN_STRIPE_TAGS (0: all of MPI_TAG_UB) */
-    int fault_rank; /* the world rank that gets MLN_STRIPE_FAULT */
-    int fault_set;  /* --fault was given */
+    int tags;          /* MLN_STRIPE_TAGS (0: all of MPI_TAG_UB) */
+    int fault_rank;    /* the world rank that gets MLN_STRIPE_FAULT */
+    int fault_set;     /* --fault was given */
+    const char *early; /* --early SIZE: MLN_STRIPE_EARLY on world rank early_rank only */
+    int early_rank;
 } options_t;
 
 typedef struct tctx {
@@ -118,5 +120,10 @@ void t_inline(tctx_t *t);
 void t_listener(tctx_t *t);
 void t_outeof(tctx_t *t);
 void t_eintr(tctx_t *t);
+void t_early(tctx_t *t);
+void t_early_limit(tctx_t *t);
+void t_nak_early(tctx_t *t);
+void t_rabort_early(tctx_t *t);
+void t_sabort_early(tctx_t *t);
 
 #endif /* MLN_STRIPE_CHECK_H */
