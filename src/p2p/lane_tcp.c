@@ -8,7 +8,8 @@
  * reads straight into the user's buffer at that offset (no reassembly copy).  It checks every
  * frame against the message before a byte lands: offset on the chunk grid, length of that
  * chunk, and each chunk once.  An END frame {message id} says that a lane carries no more of a
- * message that failed.
+ * message that failed.  A send's first chunks go before the CTS, as early frames (tcp_early.c:
+ * the receiver keeps those aside whose header has not matched yet).
  *
  * Scheduling is dynamic (S4): a lane takes the next chunk when it has less than two queued,
  * and the lane with the least queued bytes goes first, so a slow lane gets fewer chunks

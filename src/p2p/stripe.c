@@ -5,15 +5,19 @@
  * 64-byte header on the user's (comm, tag), so that MPI does the matching (ANY_SOURCE,
  * ANY_TAG, non-overtaking); its payload then goes over the lanes of the configured backend
  * once the receiver has matched the header and answered with a CTS on the control comm
- * (rendezvous: the payload is always written in place, never buffered as unexpected data).
+ * (rendezvous: the payload is written in place, never buffered as unexpected data), but for
+ * the early chunks [0, e) that tcp lanes carry before the CTS (tcp_early.c: in place, or kept
+ * aside while the header has not matched).
  *
  *   sender                                   receiver
  *   Isend(hdr, 64 B, dest, tag, comm)  --->  Irecv(user buf, source, tag, comm) matches it
+ *   early chunks [0, e) (tcp)          ===>  in place (or aside until the header matched)
  *                                      <---  CTS {msg id, lanes, accept, tag base} (ctrl)
  *   chunks over lanes (dynamic)        ===>  written in place at their offsets
  *
- * Cost of a striped message of n bytes over L lanes of bandwidth b each:
- *   T = 2 alpha_mpi (header, CTS) + alpha_lane + n / (L b)
+ * Cost of a striped message of n bytes over L lanes of bandwidth b each, e bytes early:
+ *   T = 2 alpha_mpi (header, CTS) + alpha_lane + (n - e) / (L b), or alpha_lane + n / (L b)
+ *   once e covers the round trip (e >= RTT L b)
  * Smaller messages are one MPI message: T = alpha_mpi + n / b_mpi, as stock MPI.
  *
  * A user message of exactly 64 bytes to a remote peer goes as a header with MLN_HDR_INLINE and
