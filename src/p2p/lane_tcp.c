@@ -504,9 +504,7 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
 static mln_status_t tcp_recv_post(mln_stripe_t *s, mln_req_t *r)
 {
     (void)s;
-    if (r->got == NULL) /* (a receive with early frames has its map since its header came) */
-        r->got = calloc((size_t)(r->nchunks / 8 + 1), 1);
-    return r->got != NULL ? MLN_OK : MLN_ERR_NOMEM;
+    return mln_tcp_got_alloc(r); /* (one with early frames has it since its header came) */
 }
 
 /* Quiet: a send has no chunk left on a lane (a half-written one is finished); a receive has

@@ -165,6 +165,9 @@ int mln_tcp_stash_begin(mln_stripe_t *s, tcp_in_t *in, const tcp_frame_t *f);
 /* A stash entry is whole: handed to its receive if its header matched.  0 when it did not fit
  * that receive (said why: src's lanes must go). */
 int mln_tcp_stash_done(mln_stripe_t *s, int src, tcp_stash_t *e);
+/* The map of the chunks that landed (r->got), one bit per frame of r: its accepted chunks and
+ * its early ones (those may reach past what it accepts). */
+mln_status_t mln_tcp_got_alloc(mln_req_t *r);
 /* A header with early bytes matched (lane op recv_early): its receive expects them. */
 mln_status_t mln_tcp_recv_early(mln_stripe_t *s, mln_req_t *r);
 /* Drops the stash entries of src (all when src < 0). */

@@ -152,18 +152,24 @@ int mln_tcp_stash_done(mln_stripe_t *s, int src, tcp_stash_t *e)
     return ok;
 }
 
-mln_status_t mln_tcp_recv_early(mln_stripe_t *s, mln_req_t *r)
+mln_status_t mln_tcp_got_alloc(mln_req_t *r)
 {
-    mln_tcp_state_t *t = s->tcp;
-    const uint64_t early_n = (r->early + r->chunk - 1) / r->chunk;
+    const uint64_t early_n = r->early ? (r->early + r->chunk - 1) / r->chunk : 0;
     const uint64_t frames = early_n > r->nchunks ? early_n : r->nchunks;
-    tcp_stash_t *e, *next;
 
     if (r->got == NULL)
         r->got = calloc((size_t)(frames / 8 + 1), 1);
-    if (r->got == NULL)
+    return r->got != NULL ? MLN_OK : MLN_ERR_NOMEM;
+}
+
+mln_status_t mln_tcp_recv_early(mln_stripe_t *s, mln_req_t *r)
+{
+    mln_tcp_state_t *t = s->tcp;
+    tcp_stash_t *e, *next;
+
+    if (mln_tcp_got_alloc(r) != MLN_OK)
         return MLN_ERR_NOMEM;
-    r->early_left = early_n;
+    r->early_left = (r->early + r->chunk - 1) / r->chunk;
     for (e = t->stash; e; e = next) {
         next = e->next;
         if (e->src != r->peer_world || e->msg_id != r->msg_id)
