@@ -109,9 +109,13 @@ typedef struct mln_config {
     int stripe_local;           /* MLN_STRIPE_LOCAL: stripe between peers of one site too */
     int64_t stripe_timeout;     /* MLN_STRIPE_TIMEOUT: seconds a peer's host may not answer */
     char stripe_addr[64];       /* MLN_STRIPE_IFACE: interface whose address lanes use */
+    int64_t stripe_port;        /* MLN_STRIPE_PORT: listen port + index on host, 0 = any */
     char stripe_fault[64];      /* MLN_STRIPE_FAULT: test hook, e.g. "reset:LANE:BYTES" */
     int64_t stripe_tags;        /* MLN_STRIPE_TAGS: test hook, chunk tags in use (0 = all) */
     int stripe_progress;        /* MLN_STRIPE_PROGRESS: 0 = in calls, 1 = also a thread */
+    int link_security;          /* MLN_LINK_SECURITY: a mln_link_mode_t (src/link/link.h) */
+    int link_payload_mac;       /* MLN_LINK_PAYLOAD_MAC: auth also checks each payload */
+    int link_cipher;            /* MLN_LINK_CIPHER: a mln_link_cipher_t */
     int bcast_algo;             /* MLN_BCAST_ALGO: a mln_bcast_algo_t */
     int64_t bcast_leaders;      /* MLN_BCAST_LEADERS: leaders per node (sme) */
     uint64_t bcast_threshold;   /* MLN_BCAST_THRESHOLD: smaller broadcasts use MPI_Bcast */

@@ -12,6 +12,9 @@ static const char *const bcast_algos[] = {"auto", "sme", "hier", "mpi", NULL};
 /* Order = mln_stripe_backend_t. */
 static const char *const stripe_backends[] = {"tcp", "helper", "mpi", NULL};
 static const char *const stripe_progress[] = {"call", "thread", NULL};
+/* Order = mln_link_mode_t and mln_link_cipher_t (src/link/link.h). */
+static const char *const link_modes[] = {"auth", "aead", "none", NULL};
+static const char *const link_ciphers[] = {"auto", "aes", "chacha", NULL};
 /* Order = mln_halo_mode_t. */
 static const char *const halo_modes[] = {"auto",     "p2p",         "neighbor",   "rma-fence",
                                          "rma-pscw", "rma-passive", "rma-single", NULL};
@@ -100,6 +103,14 @@ static const mln_tunable_t mln_config_table[] = {
      MLN_TUNABLE_FIELD(mln_config_t, stripe_timeout),
      .min = 1,
      .max = 86400},
+    {.env = "MLN_STRIPE_PORT",
+     .type = MLN_TUNABLE_INT,
+     .default_value = "0",
+     .help = "tcp lanes listen on this port plus the rank's index on its host (for firewall "
+             "rules); 0 = a free port",
+     MLN_TUNABLE_FIELD(mln_config_t, stripe_port),
+     .min = 0,
+     .max = 65535},
     {.env = "MLN_STRIPE_IFACE",
      .type = MLN_TUNABLE_STRING,
      .default_value = "",
@@ -112,6 +123,26 @@ static const mln_tunable_t mln_config_table[] = {
              "MPI_THREAD_MULTIPLE)",
      MLN_TUNABLE_FIELD(mln_config_t, stripe_progress),
      .choices = stripe_progress},
+    {.env = "MLN_LINK_SECURITY",
+     .type = MLN_TUNABLE_ENUM,
+     .default_value = "auth",
+     .help = "tcp lanes: auth (mutual handshake, every frame header MACed), aead (every frame "
+             "encrypted and authenticated) or none (no protection: for measurements only)",
+     MLN_TUNABLE_FIELD(mln_config_t, link_security),
+     .choices = link_modes},
+    {.env = "MLN_LINK_PAYLOAD_MAC",
+     .type = MLN_TUNABLE_BOOL,
+     .default_value = "0",
+     .help = "auth: each frame's payload is MACed too (checked before it reaches the user's "
+             "buffer)",
+     MLN_TUNABLE_FIELD(mln_config_t, link_payload_mac)},
+    {.env = "MLN_LINK_CIPHER",
+     .type = MLN_TUNABLE_ENUM,
+     .default_value = "auto",
+     .help = "AEAD of the lanes' frames: auto (AES-256-GCM when every rank's CPU has it, else "
+             "ChaCha20-Poly1305), aes or chacha",
+     MLN_TUNABLE_FIELD(mln_config_t, link_cipher),
+     .choices = link_ciphers},
     {.env = "MLN_STRIPE_FAULT",
      .type = MLN_TUNABLE_STRING,
      .default_value = "",

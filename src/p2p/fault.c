@@ -12,6 +12,11 @@
  *                      filter drops every packet arriving on it, acknowledgements included)
  *                      once BYTES payload bytes went out on it: to this rank, the peer's host
  *                      looks gone, and only the kernel's evidence can tell (tcp_conn.c)
+ *   tamper:LANE:BYTES  the next frame with a payload on tcp lane LANE, once BYTES went out on
+ *                      it, has one payload bit flipped after it was sealed (src/link), as by
+ *                      an attacker on the path: aead and the payload MAC catch it, auth alone
+ *                      and none cannot (docs/SECURITY.md)
+ *   forge:LANE:BYTES   the same with one bit of the frame's header (its offset)
  *
  * N counts from 1; each fault strikes once.
  */
@@ -23,7 +28,8 @@
 /* reset and mute strike a tcp lane (lane_tcp.c), the others a message (stripe.c) */
 static int on_lane(mln_fault_kind_t kind)
 {
-    return kind == MLN_FAULT_RESET || kind == MLN_FAULT_MUTE;
+    return kind == MLN_FAULT_RESET || kind == MLN_FAULT_MUTE || kind == MLN_FAULT_TAMPER ||
+           kind == MLN_FAULT_FORGE;
 }
 
 mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
@@ -32,11 +38,10 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
         const char *name;
         mln_fault_kind_t kind;
         int nums;
-    } kinds[] = {{"reset", MLN_FAULT_RESET, 2},
-                 {"nak", MLN_FAULT_NAK, 1},
-                 {"rabort", MLN_FAULT_RABORT, 2},
-                 {"sabort", MLN_FAULT_SABORT, 2},
-                 {"mute", MLN_FAULT_MUTE, 2}};
+    } kinds[] = {{"reset", MLN_FAULT_RESET, 2},   {"nak", MLN_FAULT_NAK, 1},
+                 {"rabort", MLN_FAULT_RABORT, 2}, {"sabort", MLN_FAULT_SABORT, 2},
+                 {"mute", MLN_FAULT_MUTE, 2},     {"tamper", MLN_FAULT_TAMPER, 2},
+                 {"forge", MLN_FAULT_FORGE, 2}};
     unsigned long long a = 0, b = 0;
     char name[16];
     int used = 0, got;
@@ -53,9 +58,9 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
         *out = (mln_fault_t){.kind = kinds[i].kind, .n = a, .bytes = b, .armed = 1};
         return MLN_OK;
     }
-    MLN_ERROR("MLN_STRIPE_FAULT: invalid value '%s' (expected reset:LANE:BYTES or "
-              "mute:LANE:BYTES with LANE below MLN_STRIPE_LANES, nak:N, rabort:N:BYTES or "
-              "sabort:N:BYTES with N >= 1)",
+    MLN_ERROR("MLN_STRIPE_FAULT: invalid value '%s' (expected reset:LANE:BYTES, "
+              "mute:LANE:BYTES, tamper:LANE:BYTES or forge:LANE:BYTES with LANE below "
+              "MLN_STRIPE_LANES, nak:N, rabort:N:BYTES or sabort:N:BYTES with N >= 1)",
               spec);
     return MLN_ERR_CONFIG;
 }

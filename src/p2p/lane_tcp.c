@@ -48,12 +48,14 @@ static void chunk_append(tcp_out_t *o, tcp_chunk_t *c)
     o->queued_bytes += c->frame.len;
 }
 
-/* Takes r's chunks of which no byte went out off lane o (early ones too when `early`). */
+/* Takes r's chunks of which no byte went out off lane o (early ones too when `early`); a sealed
+ * one has its place in the link's sequence and goes out whole. */
 static void out_take_back(tcp_out_t *o, const mln_req_t *r, int early)
 {
     for (tcp_chunk_t **pc = &o->head; *pc;) {
         tcp_chunk_t *c = *pc;
-        if (c->req != r || c->sent > 0 || (!early && c->frame.magic == TCP_EARLY_MAGIC)) {
+        if (c->req != r || c->sent > 0 || c->sealed ||
+            (!early && c->frame.magic == TCP_EARLY_MAGIC)) {
             pc = &c->next;
             continue;
         }
@@ -123,26 +125,77 @@ static uint64_t tcp_send_early(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
     return bytes;
 }
 
+/* The head chunk of lane o is sealed (src/link) as it starts out, so that the link's sequence
+ * numbers follow the wire: its tags, and in mode aead its payload encrypted into o->seal.  A
+ * fault (MLN_STRIPE_FAULT tamper, forge) spoils it after sealing, as an attacker on the path
+ * would.  0 when there is no memory for o->seal. */
+static int chunk_seal(mln_stripe_t *s, tcp_out_t *o, tcp_chunk_t *c)
+{
+    const mln_link_job_t *j = &s->tcp->job;
+    const uint64_t len = c->frame.len;
+    const void *in = c->req != NULL && len > 0 ? c->req->buf + c->off : NULL;
+
+    c->own = len > 0 && (j->mode == MLN_LINK_AEAD || o->tamper == MLN_FAULT_TAMPER);
+    if (c->own && o->seal_cap < len) {
+        unsigned char *b = realloc(o->seal, (size_t)len);
+        if (b == NULL)
+            return 0;
+        o->seal = b;
+        o->seal_cap = (size_t)len;
+    }
+    mln_link_seal(&o->link, &c->frame, sizeof(c->frame), c->tag[0], in,
+                  j->mode == MLN_LINK_AEAD ? o->seal : NULL, (size_t)len, c->tag[1]);
+    if (c->own && j->mode != MLN_LINK_AEAD)
+        memcpy(o->seal, in, (size_t)len);
+    if (o->tamper == MLN_FAULT_TAMPER && len > 0) {
+        o->seal[len / 2] ^= 0x10; /* one bit of the payload, on the wire only */
+        o->tamper = MLN_FAULT_NONE;
+    } else if (o->tamper == MLN_FAULT_FORGE) {
+        c->frame.offset ^= 1ull << 40; /* one bit of the header */
+        o->tamper = MLN_FAULT_NONE;
+    }
+    c->sealed = 1;
+    return 1;
+}
+
 /* Writes what the socket takes; returns 1 when bytes moved, -1 when the lane failed. */
 static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
 {
+    const size_t ht = mln_link_head_tag(&s->tcp->job), bt = mln_link_body_tag(&s->tcp->job);
     int moved = 0;
 
     while (o->head) {
         tcp_chunk_t *c = o->head;
-        const uint64_t flen = sizeof(c->frame), total = flen + c->frame.len;
-        struct iovec iov[2];
+        const uint64_t len = c->frame.len, head = sizeof(c->frame) + ht;
+        const uint64_t total = head + len + (len > 0 ? bt : 0);
+        struct iovec iov[4];
         struct msghdr msg = {.msg_iov = iov};
+        uint64_t skip = c->sent;
         ssize_t n;
 
-        if (c->sent < flen) {
-            iov[msg.msg_iovlen++] =
-                (struct iovec){(char *)&c->frame + c->sent, (size_t)(flen - c->sent)};
-            if (c->frame.len > 0)
-                iov[msg.msg_iovlen++] = (struct iovec){c->req->buf + c->off, c->frame.len};
-        } else {
-            iov[msg.msg_iovlen++] =
-                (struct iovec){c->req->buf + c->off + (c->sent - flen), (size_t)(total - c->sent)};
+        if (!c->sealed && !chunk_seal(s, o, c)) {
+            MLN_WARN("tcp lane %d to world rank %d: no memory to seal a frame", o->lane, peer);
+            return -1;
+        }
+        {
+            const struct {
+                const void *p;
+                uint64_t n;
+            } part[4] = {{&c->frame, sizeof(c->frame)},
+                         {c->tag[0], ht},
+                         {c->own ? (const void *)o->seal
+                                 : (const void *)(c->req ? c->req->buf + c->off : NULL),
+                          len},
+                         {c->tag[1], len > 0 ? bt : 0}};
+            for (int k = 0; k < 4; k++) {
+                if (skip >= part[k].n) {
+                    skip -= part[k].n;
+                    continue;
+                }
+                iov[msg.msg_iovlen++] =
+                    (struct iovec){(char *)part[k].p + skip, (size_t)(part[k].n - skip)};
+                skip = 0;
+            }
         }
         n = sendmsg(o->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
@@ -152,14 +205,16 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
             return -1;
         }
         moved = 1;
-        if (c->req != NULL) {
-            const uint64_t before = c->sent > flen ? c->sent - flen : 0;
-            const uint64_t after = c->sent + (uint64_t)n > flen ? c->sent + (uint64_t)n - flen : 0;
-            o->written += after - before;
-            c->sent += (uint64_t)n;
-            mln_stripe_req_progress(s, c->req, after - before);
-        } else {
-            c->sent += (uint64_t)n;
+        {
+            /* payload bytes among those written: [head, head + len) of the frame */
+            const uint64_t a = c->sent, z = c->sent + (uint64_t)n;
+            const uint64_t before = a > head ? (a - head < len ? a - head : len) : 0;
+            const uint64_t after = z > head ? (z - head < len ? z - head : len) : 0;
+            c->sent = z;
+            if (c->req != NULL) {
+                o->written += after - before;
+                mln_stripe_req_progress(s, c->req, after - before);
+            }
         }
         switch (mln_fault_lane_strikes(&s->fault, o->lane, o->written)) {
         case MLN_FAULT_RESET: {
@@ -171,6 +226,14 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
         }
         case MLN_FAULT_MUTE:
             mln_tcp_mute(o, peer);
+            break;
+        case MLN_FAULT_TAMPER:
+        case MLN_FAULT_FORGE:
+            MLN_WARN("MLN_STRIPE_FAULT: the next frame on tcp lane %d to world rank %d has one "
+                     "bit of its %s flipped after sealing (after %llu bytes)",
+                     o->lane, peer, s->fault.kind == MLN_FAULT_TAMPER ? "payload" : "header",
+                     (unsigned long long)o->written);
+            o->tamper = (int)s->fault.kind;
             break;
         default:
             break;
@@ -272,6 +335,89 @@ static int frame_end(mln_stripe_t *s, tcp_in_t *in)
     return 1;
 }
 
+/* A frame failed the link's check: src's lanes are closed, its requests fail (MLN_ERR_DATA). */
+static void frame_refused(mln_stripe_t *s, tcp_in_t *in, const tcp_frame_t *f, const char *what)
+{
+    MLN_ERROR("tcp: a frame from world rank %d on lane %d fails its %s check (MLN_LINK_SECURITY="
+              "%s; message %llu, offset %llu): tampered or not from that rank; its lanes are "
+              "closed",
+              in->src, in->lane, what, mln_link_mode_name(s->tcp->job.mode),
+              (unsigned long long)f->msg_id, (unsigned long long)f->offset);
+    mln_tcp_in_lost(s, in->src, MLN_ERR_DATA);
+}
+
+/* A frame's header came whole (in->hb): checked by the link, then against its message
+ * (frame_accept); a payload whose integrity the link checks is read whole into in->stage
+ * first (IN_SEALED).  1 when in reads on, 0 when src's lanes were closed (in is gone). */
+static int frame_head(mln_stripe_t *s, tcp_in_t *in)
+{
+    const mln_link_job_t *j = &s->tcp->job;
+    tcp_frame_t f;
+    int ok;
+
+    memcpy(&f, in->hb, sizeof(f));
+    in->hgot = 0;
+    if (!mln_link_open_head(&in->link, in->hb, sizeof(f), in->hb + sizeof(f))) {
+        frame_refused(s, in, &f, "header");
+        return 0;
+    }
+    in->used = 1;
+    ok = frame_accept(s, in, &f);
+    if (ok <= 0) {
+        if (ok == 0)
+            MLN_ERROR("tcp: bad frame from world rank %d (message %llu, offset %llu, length %u): "
+                      "its lanes are closed",
+                      in->src, (unsigned long long)f.msg_id, (unsigned long long)f.offset, f.len);
+        mln_tcp_in_lost(s, in->src, MLN_ERR_DATA);
+        return 0;
+    }
+    if (f.len > 0 && mln_link_body_sealed(j) && in->state != IN_FRAME) {
+        const size_t need = (size_t)f.len + mln_link_body_tag(j);
+        if (in->stage_cap < need) {
+            unsigned char *b = realloc(in->stage, need);
+            if (b == NULL) {
+                MLN_ERROR("tcp: no memory for a frame of %u bytes from world rank %d: its lanes "
+                          "are closed",
+                          f.len, in->src);
+                mln_tcp_in_lost(s, in->src, MLN_ERR_NOMEM);
+                return 0;
+            }
+            in->stage = b;
+            in->stage_cap = need;
+        }
+        in->frame = f;
+        in->lands = in->state == IN_PAYLOAD ? in->left : 0;
+        in->left = need;
+        in->skip = 0;
+        in->state = IN_SEALED;
+    }
+    return 1;
+}
+
+/* A sealed payload came whole (in->stage): its tag checked (aead: decrypted) before any byte
+ * of it goes on to its receive or stash entry.  1, or 0 when src's lanes were closed. */
+static int sealed_done(mln_stripe_t *s, tcp_in_t *in)
+{
+    mln_req_t *r = in->req;
+    const uint64_t len = in->frame.len;
+    uint64_t landed = 0;
+
+    if (!mln_link_open_body(&in->link, &in->frame, sizeof(in->frame), in->stage, (size_t)len,
+                            in->stage + len)) {
+        frame_refused(s, in, &in->frame, "payload");
+        return 0;
+    }
+    if (in->lands > 0 && (r != NULL || in->stash != NULL)) {
+        memcpy(in->dst, in->stage, (size_t)in->lands);
+        landed = in->stash == NULL ? in->lands : 0;
+    }
+    if (!frame_end(s, in))
+        return 0;
+    if (r != NULL)
+        mln_stripe_req_progress(s, r, landed);
+    return 1;
+}
+
 /* Reads from one in-lane; returns 1 when bytes moved, -1 when it must be dropped, 0 also
  * when src's lanes were closed (in is gone then). */
 static int in_read(mln_stripe_t *s, tcp_in_t *in)
@@ -281,7 +427,19 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
 
     while (budget > 0) {
         ssize_t n;
-        if (in->state == IN_PAYLOAD || in->state == IN_DISCARD) {
+        if (in->state == IN_SEALED) {
+            const size_t want = in->left < budget ? (size_t)in->left : (size_t)budget;
+            const size_t at = (size_t)(in->frame.len + mln_link_body_tag(&s->tcp->job) - in->left);
+            n = recv(in->fd, in->stage + at, want, MSG_DONTWAIT);
+            if (n > 0) {
+                moved = 1;
+                budget -= (uint64_t)n;
+                in->left -= (uint64_t)n;
+                if (in->left == 0 && !sealed_done(s, in))
+                    return 0; /* in was freed */
+                continue;
+            }
+        } else if (in->state == IN_PAYLOAD || in->state == IN_DISCARD) {
             char sink[4096];
             size_t want = in->left < budget ? (size_t)in->left : (size_t)budget;
             char *into = in->state == IN_PAYLOAD ? in->dst : sink;
@@ -312,40 +470,32 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
                 continue;
             }
         } else {
-            const size_t want = in->state == IN_HELLO ? sizeof(tcp_hello_t) : sizeof(tcp_frame_t);
+            const size_t want = in->state == IN_HELLO      ? MLN_LINK_HELLO_BYTES
+                                : in->state == IN_RESPONSE ? MLN_LINK_RESPONSE_BYTES
+                                                           : mln_tcp_wire_head(s->tcp);
             n = recv(in->fd, in->hb + in->hgot, want - in->hgot, MSG_DONTWAIT);
             if (n > 0) {
-                tcp_frame_t f;
                 moved = 1;
                 in->hgot += (size_t)n;
                 if (in->hgot < want)
                     continue;
-                in->hgot = 0;
-                if (in->state == IN_HELLO) {
-                    if (!mln_tcp_hello_check(s, in))
+                if (in->state == IN_HELLO || in->state == IN_RESPONSE) {
+                    const int ok = in->state == IN_HELLO ? mln_tcp_hello_check(s, in)
+                                                         : mln_tcp_response_check(s, in);
+                    if (!ok)
                         return -1;
-                    in->state = IN_FRAME;
+                    in->hgot = 0;
                     continue;
                 }
-                memcpy(&f, in->hb, sizeof(f));
-                in->used = 1;
-                const int ok = frame_accept(s, in, &f);
-                if (ok <= 0) {
-                    if (ok == 0)
-                        MLN_ERROR("tcp: bad frame from world rank %d (message %llu, offset "
-                                  "%llu, length %u): its lanes are closed",
-                                  in->src, (unsigned long long)f.msg_id,
-                                  (unsigned long long)f.offset, f.len);
-                    mln_tcp_in_lost(s, in->src, MLN_ERR_DATA);
+                if (!frame_head(s, in))
                     return 0; /* in was freed */
-                }
                 continue;
             }
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return moved;
         /* end of stream or error */
-        if (in->state == IN_HELLO || in->src < 0)
+        if (in->state == IN_HELLO || in->state == IN_RESPONSE || in->src < 0)
             return -1; /* never a lane (or one src gave up before using it) */
         if (n == 0 && !in->used && in->state == IN_FRAME && in->hgot == 0) {
             MLN_DEBUG("tcp: an unused lane from world rank %d closed", in->src);
@@ -384,7 +534,8 @@ static void tcp_housekeeping(mln_stripe_t *s)
     t->housekept = now;
     mln_tcp_accept(s);
     for (int i = t->nin - 1; i >= 0; i--)
-        if (t->ins[i]->state == IN_HELLO && in_read(s, t->ins[i]) < 0)
+        if ((t->ins[i]->state == IN_HELLO || t->ins[i]->state == IN_RESPONSE) &&
+            in_read(s, t->ins[i]) < 0)
             mln_tcp_in_drop(t, i);
     mln_tcp_pending_expire(s, now);
 }
@@ -414,7 +565,7 @@ static tcp_out_t *out_of(mln_tcp_state_t *t, int wsize, int fd, int *peer)
 static int tcp_progress(mln_stripe_t *s, int timeout_us)
 {
     mln_tcp_state_t *t = s->tcp;
-    int n = 0, moved = 0, need = 1 + t->nin;
+    int n = 0, moved = 0, need = t->nlfd + t->nin;
     const int listen = mln_stripe_now() >= t->accept_paused;
     struct timespec ts = {timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000L};
 
@@ -444,24 +595,31 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
             moved |= rc;
         }
     }
-    t->pfds[n++] = (struct pollfd){.fd = listen ? t->lfd : -1, .events = POLLIN};
+    for (int k = 0; k < t->nlfd; k++)
+        t->pfds[n++] = (struct pollfd){.fd = listen ? t->lfds[k] : -1, .events = POLLIN};
     for (int i = 0; i < t->nin; i++)
         t->pfds[n++] = (struct pollfd){.fd = t->ins[i]->fd, .events = POLLIN};
     for (int p = 0; p < s->wsize; p++)
         for (int i = 0; i < t->peers[p].nout; i++) {
             const tcp_out_t *o = &t->peers[p].out[i];
-            t->pfds[n++] = (struct pollfd){
-                .fd = o->fd,
-                .events = (short)(o->connected ? POLLIN | (o->head ? POLLOUT : 0) : POLLOUT)};
+            t->pfds[n++] =
+                (struct pollfd){.fd = o->fd,
+                                .events = (short)(o->connected    ? POLLIN | (o->head ? POLLOUT : 0)
+                                                  : o->hello_sent ? POLLIN
+                                                                  : POLLOUT)};
         }
     if (ppoll(t->pfds, (nfds_t)n, &ts, NULL) > 0) {
-        if (t->pfds[0].revents & POLLIN)
-            mln_tcp_accept(s);
-        /* Readable in-lanes (index i of pfds is ins[i - 1] as they were at poll time). */
-        for (int i = t->nin - 1; i >= 0; i--) {
-            if (i + 1 >= n || !(t->pfds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+        const int nl = t->nlfd, nin = t->nin;
+        for (int k = 0; k < nl; k++)
+            if (t->pfds[k].revents & POLLIN) {
+                mln_tcp_accept(s); /* (it drains every listener) */
+                break;
+            }
+        /* Readable in-lanes (index nl + i of pfds is ins[i] as they were at poll time). */
+        for (int i = nin - 1; i >= 0; i--) {
+            if (nl + i >= n || !(t->pfds[nl + i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
-            if (i >= t->nin || t->pfds[i + 1].fd != t->ins[i]->fd)
+            if (i >= t->nin || t->pfds[nl + i].fd != t->ins[i]->fd)
                 continue; /* the list changed under us (a peer failed): next pass */
             const int rc = in_read(s, t->ins[i]);
             if (rc < 0)
@@ -470,7 +628,7 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
         }
         moved |= mln_tcp_connect_progress(s, t->pfds, n);
         /* Out-lanes: writable, or readable = the peer ended or reset it. */
-        for (int k = 1 + t->nin; k < n; k++) {
+        for (int k = nl + nin; k < n; k++) {
             int p = -1;
             tcp_out_t *o;
             if (!t->pfds[k].revents || t->pfds[k].fd < 0)
@@ -539,7 +697,10 @@ static void tcp_req_free(mln_stripe_t *s, mln_req_t *r)
         return;
     if (!r->is_send) {
         for (int i = 0; i < t->nin; i++)
-            if (t->ins[i]->req == r) {
+            if (t->ins[i]->req == r && t->ins[i]->state == IN_SEALED) {
+                t->ins[i]->req = NULL; /* read on to check its tag; nothing lands */
+                t->ins[i]->lands = 0;
+            } else if (t->ins[i]->req == r) {
                 tcp_in_t *in = t->ins[i];
                 in->req = NULL;
                 in->left += in->skip;

@@ -9,15 +9,16 @@
 
 #include "stripe_int.h"
 
+#include "link/link.h"
+
 #include <poll.h>
 
 #define TCP_FRAME_MAGIC 0x4d4c4e46u /* "MLNF": a chunk follows (sent after the CTS) */
 #define TCP_EARLY_MAGIC 0x4d4c4e59u /* "MLNY": a chunk of [0, hdr.early), sent before the CTS */
 #define TCP_END_MAGIC 0x4d4c4e45u   /* "MLNE": no more frames of this message on this lane */
-#define TCP_HELLO_MAGIC 0x4d4c4e49u /* "MLNI" (hello v2: names its destination) */
 #define TCP_MAX_ADDRS 4
 #define TCP_CONNECT_TIMEOUT_S 10.0
-#define TCP_HELLO_TIMEOUT_S 5.0    /* an accepted connection must say hello within this */
+#define TCP_HELLO_TIMEOUT_S 5.0    /* an accepted connection must finish its handshake by then */
 #define TCP_MAX_PENDING 64         /* accepted connections waiting for their hello */
 #define TCP_HOUSEKEEPING_S 0.1     /* idle: listener and hello deadlines looked at this often */
 #define TCP_EVIDENCE_PERIOD_S 1.0  /* busy: each peer's TCP_INFO looked at this often */
@@ -31,15 +32,9 @@ typedef struct tcp_frame {
     uint64_t offset;
 } tcp_frame_t;
 
-typedef struct tcp_hello {
-    uint32_t magic;
-    uint32_t lane;
-    uint32_t nlanes; /* lanes the sender opens to this destination */
-    int32_t src;     /* the sender's world rank */
-    int32_t dst;     /* the world rank it means to reach */
-    uint32_t pad;
-    uint64_t nonce; /* this job and this mln_init (random, set at mln_init) */
-} tcp_hello_t;
+/* A frame on the wire: the header, the link's tag over it (MLN_LINK_SECURITY auth, aead), the
+ * payload (aead: encrypted) and, for a payload, its tag (aead, or auth with the payload MAC). */
+#define TCP_WIRE_HEAD_MAX (sizeof(tcp_frame_t) + MLN_LINK_TAG_BYTES)
 
 /* What every rank publishes at mln_init. */
 typedef struct tcp_card {
@@ -53,13 +48,23 @@ typedef struct tcp_chunk {
     uint64_t off;
     uint64_t sent; /* frame + payload bytes written */
     tcp_frame_t frame;
+    int sealed; /* its tags are made (its place in the link's sequence is fixed) */
+    int own;    /* its payload goes from the lane's seal buffer (aead, or a fault's copy) */
+    unsigned char tag[2][MLN_LINK_TAG_BYTES]; /* over the header, over the payload */
     struct tcp_chunk *next;
 } tcp_chunk_t;
 
 typedef struct tcp_out {
     int fd;
     int lane;
-    int connected; /* 0 while its non-blocking connect is in progress */
+    int connected;  /* 0 while its non-blocking connect or its handshake is in progress */
+    int hello_sent; /* connected at the TCP level, hello sent: the challenge is awaited */
+    unsigned char hb[MLN_LINK_CHALLENGE_BYTES]; /* the challenge as it comes */
+    size_t hgot;
+    mln_link_t link;
+    unsigned char *seal; /* the head chunk's payload as it goes out (aead: encrypted) */
+    size_t seal_cap;
+    int tamper; /* MLN_STRIPE_FAULT tamper/forge struck: the next frame is spoilt */
     tcp_chunk_t *head, *tail;
     int nqueued;
     uint64_t queued_bytes;
@@ -82,7 +87,9 @@ typedef struct tcp_peer {
     double checked;  /* last look at its TCP_INFO */
 } tcp_peer_t;
 
-enum { IN_HELLO, IN_FRAME, IN_PAYLOAD, IN_DISCARD };
+/* IN_HELLO and IN_RESPONSE: the handshake; IN_SEALED: a payload read whole into in->stage,
+ * whose tag is checked before any byte of it goes on. */
+enum { IN_HELLO, IN_RESPONSE, IN_FRAME, IN_PAYLOAD, IN_DISCARD, IN_SEALED };
 
 /* An early frame whose message's header had not matched when it came: kept aside. */
 typedef struct tcp_stash {
@@ -100,8 +107,15 @@ typedef struct tcp_in {
     int state;
     int used; /* a frame came on it: its end is news about the messages of src */
     double deadline;
-    unsigned char hb[sizeof(tcp_hello_t)];
+    uint32_t addr;          /* the peer's address (network order; loopback for a local one) */
+    mln_link_hello_t hello; /* as parsed (src and lane are set once the response is right) */
+    mln_link_t link;
+    unsigned char hb[MLN_LINK_HELLO_BYTES]; /* hello, response or frame header as it comes */
     size_t hgot;
+    tcp_frame_t frame;    /* the frame being read (IN_SEALED: its tag's associated data) */
+    unsigned char *stage; /* IN_SEALED: payload and tag */
+    size_t stage_cap;
+    uint64_t lands; /* IN_SEALED: bytes of the payload that go on to dst */
     /* the frame being read: IN_PAYLOAD puts `left` bytes at dst (in req's buffer, or stash's),
      * then IN_DISCARD drops `skip` (an early chunk beyond what the receive accepts) */
     mln_req_t *req;
@@ -113,11 +127,12 @@ typedef struct tcp_in {
 } tcp_in_t;
 
 struct mln_tcp_state {
-    int lfd;
-    uint64_t nonce;
-    tcp_card_t *cards; /* by world rank */
-    tcp_peer_t *peers; /* by world rank: our lanes to them */
-    int *in_broken;    /* by world rank: their lanes to us failed (mpi lanes for good) */
+    int lfds[TCP_MAX_ADDRS + 1]; /* one listener per address the lanes use (loopback too) */
+    int nlfd;
+    mln_link_job_t job; /* the key and mode every rank shares (src/link) */
+    tcp_card_t *cards;  /* by world rank */
+    tcp_peer_t *peers;  /* by world rank: our lanes to them */
+    int *in_broken;     /* by world rank: their lanes to us failed (mpi lanes for good) */
     tcp_in_t **ins;
     int nin, cap_in;
     struct pollfd *pfds;
@@ -125,6 +140,7 @@ struct mln_tcp_state {
     double housekept;     /* last idle look at the listener */
     double accept_paused; /* out of descriptors: the listener rests until then */
     int warned;           /* connections without a hello were closed (said once) */
+    int warned_stranger;  /* connections from no rank's address were closed (said once) */
     tcp_stash_t *stash;   /* early frames of messages whose header has not matched */
 };
 
@@ -146,8 +162,14 @@ void mln_tcp_pending_expire(mln_stripe_t *s, double now);
 /* The kernel's word on our lanes with data in flight: a peer whose host has acknowledged
  * nothing for MLN_STRIPE_TIMEOUT while the kernel retransmits is gone (MLN_ERR_TIMEOUT). */
 void mln_tcp_evidence(mln_stripe_t *s, double now);
-/* An in-lane's hello arrived (in->hb): 1 when it is a lane of this job meant for us. */
+/* An in-lane's hello arrived (in->hb): 1 when it is a lane of this job meant for us from the
+ * address of its rank (the challenge went back: IN_RESPONSE; mode none: the lane is admitted,
+ * IN_FRAME); 0 when it must be closed. */
 int mln_tcp_hello_check(mln_stripe_t *s, tcp_in_t *in);
+/* An in-lane's response arrived: 1 when it proves the key (the lane is admitted), else 0. */
+int mln_tcp_response_check(mln_stripe_t *s, tcp_in_t *in);
+/* Bytes of a frame's header on the wire (header and its tag). */
+size_t mln_tcp_wire_head(const mln_tcp_state_t *t);
 mln_status_t mln_tcp_open(mln_stripe_t *s);
 void mln_tcp_close(mln_stripe_t *s);
 void mln_tcp_out_lanes_close(tcp_peer_t *p);

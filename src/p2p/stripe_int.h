@@ -238,7 +238,9 @@ typedef enum mln_fault_kind {
     MLN_FAULT_NAK,    /* nak:N - the N-th striped receive fails before its CTS */
     MLN_FAULT_RABORT, /* rabort:N:BYTES - the N-th striped receive fails after BYTES landed */
     MLN_FAULT_SABORT, /* sabort:N:BYTES - the N-th striped send fails after BYTES went out */
-    MLN_FAULT_MUTE    /* mute:LANE:BYTES - tcp lane LANE hears nothing more after BYTES */
+    MLN_FAULT_MUTE,   /* mute:LANE:BYTES - tcp lane LANE hears nothing more after BYTES */
+    MLN_FAULT_TAMPER, /* tamper:LANE:BYTES - a payload bit of lane LANE's next frame flips */
+    MLN_FAULT_FORGE   /* forge:LANE:BYTES - a header bit of lane LANE's next frame flips */
 } mln_fault_kind_t;
 
 typedef struct mln_fault {
@@ -253,7 +255,7 @@ typedef struct mln_fault {
 mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out);
 /* A striped receive (header matched) or send (CTS arrived) begins: 1 when nak strikes it. */
 int mln_fault_begin(mln_fault_t *f, const mln_req_t *r);
-/* BYTES went out on tcp lane `lane`: MLN_FAULT_RESET or MLN_FAULT_MUTE when that fault strikes
+/* BYTES went out on tcp lane `lane`: the lane fault (reset, mute, tamper, forge) that strikes
  * it now (once), else MLN_FAULT_NONE. */
 mln_fault_kind_t mln_fault_lane_strikes(mln_fault_t *f, int lane, uint64_t written);
 /* Bytes of r moved: 1 when rabort/sabort strikes now. */
@@ -407,6 +409,8 @@ int mln_helper_is_helper(const mln_stripe_t *s);
 /* lane_tcp.c, for tests (tests/c): the listening port, and lanes opened by hand. */
 int mln_tcp_listen_port(const mln_stripe_t *s);
 int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world);
+/* The hello this rank would send on lane `lane` to peer_world (MLN_LINK_HELLO_BYTES, 72). */
+int mln_tcp_test_hello(mln_stripe_t *s, int peer_world, int lane, unsigned char *out);
 /* 1 once our tcp lanes to peer are open and none failed; 0 while they are not. */
 int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
 

@@ -9,12 +9,20 @@
  * proposed tcp lanes move to the mpi lanes at their CTS (SWITCH, stripe_ctl.c).  No call ever
  * blocks in connect, and a signal (EINTR) is no failure.
  *
- * Accepting: a connection is a lane only after its hello {magic, lane, lanes, src, dst, job
- * nonce} names this job (the nonce is random per mln_init), this rank as its destination, and
- * a lane index not taken.  Accepted connections must say hello within TCP_HELLO_TIMEOUT_S; at
- * most TCP_MAX_PENDING wait at once (the oldest goes first); while the process is out of
- * descriptors the listener rests.  The listener is drained even while no striped message is
- * in flight, every TCP_HOUSEKEEPING_S.
+ * Listening: one socket per address the lanes use (this host's card, and loopback for the
+ * ranks of this host), never INADDR_ANY; on MLN_STRIPE_PORT + the rank's index on its host when
+ * that is set (firewalls), else on a free port.
+ *
+ * Accepting (src/link: the handshake): a connection from an address that is no rank's host is
+ * closed before a byte is read.  It is a lane only after its hello names this job (its id,
+ * derived from the job key), this job's mode, this rank as its destination, a lane in range,
+ * and a source rank whose address it comes from; and, but in mode none, after its response to
+ * our challenge proves the job key for this very hello and challenge; only then is its lane
+ * number taken (a stranger replaying a hello takes nothing).  The connector checks our
+ * challenge the same way before it sends a frame.  Accepted connections must finish within
+ * TCP_HELLO_TIMEOUT_S; at most TCP_MAX_PENDING wait at once (the oldest goes first); while the
+ * process is out of descriptors the listener rests.  The listeners are drained even while no
+ * striped message is in flight, every TCP_HOUSEKEEPING_S.
  *
  * Failures are decided on evidence about the peer, never on the local process having been
  * busy elsewhere: an error, a reset or (on a lane that carried frames) an end of stream; or
@@ -33,10 +41,11 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 /* ---- sockets ----------------------------------------------------------------------------- */
@@ -92,44 +101,85 @@ static void local_card(const mln_stripe_t *s, tcp_card_t *card)
     freeifaddrs(ifs);
 }
 
-/* The job nonce: 64 bits from the kernel's random source (never time or pid). */
-static mln_status_t make_nonce(uint64_t *out)
+/* A listener on addr:*port (*port 0: a free one, set here); the socket or -1 (errno). */
+static int listen_on(const mln_stripe_t *s, uint32_t addr, uint16_t *port)
 {
-    for (size_t got = 0; got < sizeof(*out);) {
-        ssize_t n = getrandom((char *)out + got, sizeof(*out) - got, 0);
-        if (n < 0 && errno != EINTR) {
-            MLN_ERROR("getrandom failed: %s", strerror(errno));
-            return MLN_ERR_SYS;
-        }
-        got += n > 0 ? (size_t)n : 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = *port, .sin_addr.s_addr = addr};
+    socklen_t len = sizeof(sa);
+    const int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    if (fd < 0)
+        return -1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+        mln_tcp_tune(s, fd) != MLN_OK || /* accepted sockets inherit buffers, cc */
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || listen(fd, SOMAXCONN) == -1 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) == -1) {
+        const int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
     }
-    return MLN_OK;
+    *port = sa.sin_port;
+    return fd;
 }
 
-/* Listening socket and card; collective afterwards whatever happened here, so no rank hangs. */
+static void listeners_close(mln_tcp_state_t *t)
+{
+    while (t->nlfd > 0)
+        close(t->lfds[--t->nlfd]);
+}
+
+/* The listeners, all on one port: the card's addresses, and loopback unless MLN_STRIPE_IFACE
+ * names the interface (same-host peers use loopback then, tcp_ready).  With no port asked for,
+ * the first address picks one and a clash on another address starts over. */
 static mln_status_t listen_local(mln_stripe_t *s, mln_tcp_state_t *t, tcp_card_t *mine)
 {
-    mln_status_t st = MLN_OK;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t len = sizeof(sa);
-    int one = 1;
+    uint32_t addrs[TCP_MAX_ADDRS + 1];
+    int naddrs = 0, index = 0;
+    char text[INET_ADDRSTRLEN];
 
     local_card(s, mine);
     if (s->cfg->stripe_addr[0] && mine->naddrs == 0) {
         MLN_ERROR("MLN_STRIPE_IFACE: no IPv4 address on interface '%s'", s->cfg->stripe_addr);
         return MLN_ERR_CONFIG;
     }
-    if (s->cfg->stripe_addr[0])
-        sa.sin_addr.s_addr = mine->addrs[0];
-    MLN_SYS_CHECK(t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), st, out);
-    MLN_SYS_CHECK(setsockopt(t->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), st, out);
-    MLN_CHECK(mln_tcp_tune(s, t->lfd), st, out); /* accepted sockets inherit buffers, cc */
-    MLN_SYS_CHECK(bind(t->lfd, (struct sockaddr *)&sa, sizeof(sa)), st, out);
-    MLN_SYS_CHECK(listen(t->lfd, SOMAXCONN), st, out);
-    MLN_SYS_CHECK(getsockname(t->lfd, (struct sockaddr *)&sa, &len), st, out);
-    mine->port = sa.sin_port;
-out:
-    return st;
+    if (!s->cfg->stripe_addr[0])
+        addrs[naddrs++] = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < mine->naddrs; i++)
+        addrs[naddrs++] = mine->addrs[i];
+    for (int r = 0; r < s->wrank; r++)
+        index += s->host_of[r] == s->host_of[s->wrank];
+    for (int attempt = 0; attempt < 16; attempt++) {
+        uint16_t port = s->cfg->stripe_port ? htons((uint16_t)(s->cfg->stripe_port + index)) : 0;
+        int fd = -1, i;
+        if (s->cfg->stripe_port && s->cfg->stripe_port + index > 65535) {
+            MLN_ERROR("MLN_STRIPE_PORT %lld + %d (this rank's index on its host) is past 65535",
+                      (long long)s->cfg->stripe_port, index);
+            return MLN_ERR_CONFIG;
+        }
+        for (i = 0; i < naddrs; i++) {
+            if ((fd = listen_on(s, addrs[i], &port)) < 0)
+                break;
+            t->lfds[t->nlfd++] = fd;
+        }
+        if (fd >= 0) {
+            mine->port = port;
+            return MLN_OK;
+        }
+        listeners_close(t);
+        if (errno == EADDRINUSE && !s->cfg->stripe_port && i > 0)
+            continue; /* the free port of the first address is taken on another: again */
+        inet_ntop(AF_INET, &addrs[i], text, sizeof(text));
+        MLN_ERROR("tcp lanes: cannot listen on %s:%u: %s%s", text, (unsigned)ntohs(port),
+                  strerror(errno),
+                  errno == EADDRINUSE && s->cfg->stripe_port ? " (MLN_STRIPE_PORT: the port is "
+                                                               "taken)"
+                                                             : "");
+        return MLN_ERR_SYS;
+    }
+    MLN_ERROR("tcp lanes: no port free on all of this host's %d lane addresses", naddrs);
+    return MLN_ERR_SYS;
 }
 
 mln_status_t mln_tcp_open(mln_stripe_t *s)
@@ -142,7 +192,6 @@ mln_status_t mln_tcp_open(mln_stripe_t *s)
     t = calloc(1, sizeof(*t));
     if (t != NULL) {
         s->tcp = t;
-        t->lfd = -1;
         t->cards = calloc((size_t)s->wsize, sizeof(*t->cards));
         t->peers = calloc((size_t)s->wsize, sizeof(*t->peers));
         t->in_broken = calloc((size_t)s->wsize, sizeof(int));
@@ -152,9 +201,9 @@ mln_status_t mln_tcp_open(mln_stripe_t *s)
         st = MLN_ERR_NOMEM;
     }
     if (st == MLN_OK)
+        st = mln_link_job_init(&t->job, s->cfg);
+    if (st == MLN_OK)
         st = listen_local(s, t, &mine);
-    if (st == MLN_OK && s->wrank == 0)
-        st = make_nonce(&t->nonce);
     /* every rank learns whether all could listen before the collectives that need it */
     bad = st != MLN_OK;
     if (MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
@@ -164,7 +213,10 @@ mln_status_t mln_tcp_open(mln_stripe_t *s)
     MLN_MPI_CHECK(MPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, t->cards, (int)sizeof(mine),
                                 MPI_BYTE, MPI_COMM_WORLD),
                   st, out);
-    MLN_MPI_CHECK(MPI_Bcast(&t->nonce, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), st, out);
+    {
+        MPI_Comm world = MPI_COMM_WORLD;
+        MLN_CHECK(mln_link_job_share(&t->job, s->cfg, &world), st, out);
+    }
     for (int r = 0; r < s->wsize; r++) /* from other ranks: never trusted past its array */
         if (t->cards[r].naddrs > TCP_MAX_ADDRS)
             t->cards[r].naddrs = TCP_MAX_ADDRS;
@@ -183,6 +235,8 @@ void mln_tcp_out_lanes_close(tcp_peer_t *p)
         }
         if (o->fd >= 0)
             close(o->fd);
+        free(o->seal);
+        mln_link_wipe(&o->link);
     }
     free(p->out);
     p->out = NULL;
@@ -197,13 +251,11 @@ void mln_tcp_close(mln_stripe_t *s)
         return;
     for (int p = 0; t->peers && p < s->wsize; p++)
         mln_tcp_out_lanes_close(&t->peers[p]);
-    for (int i = 0; i < t->nin; i++) {
-        close(t->ins[i]->fd);
-        free(t->ins[i]);
-    }
+    while (t->nin > 0)
+        mln_tcp_in_drop(t, t->nin - 1);
     mln_tcp_stash_drop(t, -1);
-    if (t->lfd >= 0)
-        close(t->lfd);
+    listeners_close(t);
+    mln_link_job_wipe(&t->job);
     free(t->ins);
     free(t->pfds);
     free(t->cards);
@@ -224,11 +276,17 @@ static int attempt_start(mln_stripe_t *s, int peer)
                              .sin_port = s->tcp->cards[peer].port,
                              .sin_addr.s_addr = p->tries[p->attempt]};
 
+    /* MLN_STRIPE_IFACE: from that interface's address, the one the peer admits lanes from */
+    const struct sockaddr_in from = {.sin_family = AF_INET,
+                                     .sin_addr.s_addr = s->tcp->cards[s->wrank].addrs[0]};
+    const int bind_from = s->cfg->stripe_addr[0] != '\0';
+
     for (p->nout = 0; p->nout < nlanes; p->nout++) {
         tcp_out_t *o = &p->out[p->nout];
         *o = (tcp_out_t){.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
                          .lane = p->nout};
         if (o->fd < 0 || mln_tcp_tune(s, o->fd) != MLN_OK ||
+            (bind_from && bind(o->fd, (const struct sockaddr *)&from, sizeof(from)) == -1) ||
             (connect(o->fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno != EINPROGRESS)) {
             if (o->fd >= 0)
                 close(o->fd);
@@ -293,16 +351,14 @@ int mln_tcp_ready(mln_stripe_t *s, int peer)
     return 0;
 }
 
-/* Lane o of peer became writable while connecting: connected (hello out) or failed. */
+/* Lane o of peer became writable while connecting: connected (hello out; in mode none the lane
+ * is up) or failed (-1, errno). */
 static int lane_connected(mln_stripe_t *s, int peer, tcp_out_t *o)
 {
     const tcp_peer_t *p = &s->tcp->peers[peer];
-    tcp_hello_t hello = {.magic = TCP_HELLO_MAGIC,
-                         .lane = (uint32_t)o->lane,
-                         .nlanes = (uint32_t)p->nout,
-                         .src = s->wrank,
-                         .dst = peer,
-                         .nonce = s->tcp->nonce};
+    const mln_link_hello_t h = {
+        .lane = (uint32_t)o->lane, .nlanes = (uint32_t)p->nout, .src = s->wrank, .dst = peer};
+    unsigned char hello[MLN_LINK_HELLO_BYTES];
     int err = 0;
     socklen_t len = sizeof(err);
 
@@ -312,9 +368,49 @@ static int lane_connected(mln_stripe_t *s, int peer, tcp_out_t *o)
         errno = err;
         return -1;
     }
-    /* a fresh socket takes 32 bytes at once */
-    if (send(o->fd, &hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hello))
+    if (mln_link_hello_make(&o->link, &s->tcp->job, &h, hello) != MLN_OK) {
+        errno = EIO;
         return -1;
+    }
+    /* a fresh socket takes the hello at once */
+    if (send(o->fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(hello))
+        return -1;
+    o->hello_sent = 1;
+    if (s->tcp->job.mode == MLN_LINK_NONE) {
+        mln_link_plain(&o->link, &s->tcp->job);
+        o->connected = 1;
+    }
+    return 1;
+}
+
+/* Lane o waits for its listener's challenge: 1 when it came and proved the job key (our
+ * response is out, the lane is up), 0 while it has not come whole, -1 when the lane failed
+ * (*why says how). */
+static int lane_challenge(int peer, tcp_out_t *o, const char **why)
+{
+    unsigned char resp[MLN_LINK_RESPONSE_BYTES];
+    const ssize_t n = recv(o->fd, o->hb + o->hgot, sizeof(o->hb) - o->hgot, MSG_DONTWAIT);
+
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (n <= 0) {
+        *why = n == 0 ? "closed in the handshake (it did not admit our hello)" : strerror(errno);
+        return -1;
+    }
+    o->hgot += (size_t)n;
+    if (o->hgot < sizeof(o->hb))
+        return 0;
+    if (!mln_link_challenge_check(&o->link, o->hb, o->hgot, resp)) {
+        MLN_ERROR("tcp: the listener of world rank %d does not prove this job's key (lane %d): "
+                  "not that rank; its address is not used",
+                  peer, o->lane);
+        *why = "the handshake failed";
+        return -1;
+    }
+    if (send(o->fd, resp, sizeof(resp), MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof(resp)) {
+        *why = strerror(errno);
+        return -1;
+    }
     o->connected = 1;
     return 1;
 }
@@ -331,22 +427,32 @@ int mln_tcp_connect_progress(mln_stripe_t *s, const struct pollfd *pfds, int n)
 
         if (p->state != PEER_CONNECTING)
             continue;
+        const char *why = NULL;
+
         for (int i = 0; i < p->nout && !failed; i++) {
             tcp_out_t *o = &p->out[i];
             if (o->connected)
                 continue;
             for (int k = 0; k < n; k++) {
-                if (pfds[k].fd != o->fd || !(pfds[k].revents & (POLLOUT | POLLERR | POLLHUP)))
+                if (pfds[k].fd != o->fd ||
+                    !(pfds[k].revents &
+                      (o->hello_sent ? POLLIN | POLLERR | POLLHUP : POLLOUT | POLLERR | POLLHUP)))
                     continue;
-                if (lane_connected(s, peer, o) < 0)
+                if (!o->hello_sent) {
+                    if (lane_connected(s, peer, o) < 0) {
+                        failed = 1;
+                        why = strerror(errno);
+                    }
+                } else if (lane_challenge(peer, o, &why) < 0) {
                     failed = 1;
+                }
                 moved = 1;
                 break;
             }
             up &= o->connected;
         }
         if (failed) {
-            attempt_failed(s, peer, strerror(errno));
+            attempt_failed(s, peer, why);
         } else if (up) {
             char text[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &p->tries[p->attempt], text, sizeof(text));
@@ -375,6 +481,8 @@ void mln_tcp_out_lost(mln_stripe_t *s, int peer, mln_status_t st)
 void mln_tcp_in_drop(mln_tcp_state_t *t, int i)
 {
     close(t->ins[i]->fd);
+    free(t->ins[i]->stage);
+    mln_link_wipe(&t->ins[i]->link);
     free(t->ins[i]);
     t->ins[i] = t->ins[--t->nin];
 }
@@ -406,35 +514,110 @@ void mln_tcp_in_lost(mln_stripe_t *s, int src, mln_status_t st)
 
 /* ---- accepting --------------------------------------------------------------------------- */
 
-int mln_tcp_hello_check(mln_stripe_t *s, tcp_in_t *in)
+size_t mln_tcp_wire_head(const mln_tcp_state_t *t)
+{
+    return sizeof(tcp_frame_t) + mln_link_head_tag(&t->job);
+}
+
+static int is_loopback(uint32_t addr)
+{
+    return (ntohl(addr) >> 24) == 127;
+}
+
+/* Is addr one that world rank r's lanes come from (r < 0: any rank's)?  Loopback is a rank of
+ * this host's. */
+static int rank_address(const mln_stripe_t *s, int r, uint32_t addr)
+{
+    const mln_tcp_state_t *t = s->tcp;
+
+    for (int q = r < 0 ? 0 : r; q < (r < 0 ? s->wsize : r + 1); q++) {
+        if (is_loopback(addr) && s->host_of[q] == s->host_of[s->wrank])
+            return 1;
+        for (int i = 0; i < t->cards[q].naddrs; i++)
+            if (t->cards[q].addrs[i] == addr)
+                return 1;
+    }
+    return 0;
+}
+
+/* The lane is admitted: src and lane are its (a left-over of an attempt src gave up yields). */
+static int lane_admit(mln_stripe_t *s, tcp_in_t *in)
 {
     mln_tcp_state_t *t = s->tcp;
-    tcp_hello_t h;
+    const mln_link_hello_t *h = &in->hello;
 
-    memcpy(&h, in->hb, sizeof(h));
-    if (h.magic != TCP_HELLO_MAGIC || h.nonce != t->nonce || h.src < 0 || h.src >= s->wsize ||
-        h.dst != s->wrank || h.nlanes == 0 || h.nlanes > 64 || h.lane >= h.nlanes) {
-        MLN_WARN("tcp: a connection that is not a lane of this job to this rank: closed");
-        return 0;
-    }
-    if (t->in_broken[h.src]) {
-        MLN_DEBUG("tcp: lane %u from world rank %d after its lanes failed: closed", h.lane, h.src);
+    if (t->in_broken[h->src]) {
+        MLN_DEBUG("tcp: lane %u from world rank %d after its lanes failed: closed", h->lane,
+                  h->src);
         return 0;
     }
     for (int i = 0; i < t->nin; i++) {
         tcp_in_t *old = t->ins[i];
-        if (old == in || old->src != h.src || old->lane != (int)h.lane)
+        if (old == in || old->src != h->src || old->lane != (int)h->lane)
             continue;
         if (old->used) {
-            MLN_WARN("tcp: a second lane %u from world rank %d: closed", h.lane, h.src);
+            MLN_WARN("tcp: a second lane %u from world rank %d: closed", h->lane, h->src);
             return 0;
         }
         /* left over from an attempt src gave up: expired, its end is no news */
-        *old = (tcp_in_t){.fd = old->fd, .src = -1, .lane = -1, .state = IN_HELLO};
+        old->src = -1;
+        old->lane = -1;
+        old->state = IN_HELLO;
+        old->hgot = 0;
     }
-    in->src = h.src;
-    in->lane = (int)h.lane;
+    in->src = h->src;
+    in->lane = (int)h->lane;
+    in->state = IN_FRAME;
+    in->hgot = 0;
     return 1;
+}
+
+int mln_tcp_hello_check(mln_stripe_t *s, tcp_in_t *in)
+{
+    mln_tcp_state_t *t = s->tcp;
+    unsigned char challenge[MLN_LINK_CHALLENGE_BYTES];
+    char text[INET_ADDRSTRLEN];
+    const char *why = NULL;
+
+    inet_ntop(AF_INET, &in->addr, text, sizeof(text));
+    if (!mln_link_hello_parse(&t->job, in->hb, sizeof(in->hb), s->wsize, s->wrank, &in->hello,
+                              &why)) {
+        MLN_WARN("tcp: a connection from %s that is not a lane of this job to this rank (%s): "
+                 "closed",
+                 text, why);
+        return 0;
+    }
+    if (!rank_address(s, in->hello.src, in->addr)) {
+        MLN_WARN("tcp: a hello from %s names world rank %d, whose lanes do not come from there: "
+                 "closed",
+                 text, in->hello.src);
+        return 0;
+    }
+    if (t->job.mode == MLN_LINK_NONE) {
+        mln_link_plain(&in->link, &t->job);
+        return lane_admit(s, in);
+    }
+    if (mln_link_challenge_make(&in->link, &t->job, in->hb, challenge) != MLN_OK ||
+        send(in->fd, challenge, sizeof(challenge), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+            sizeof(challenge))
+        return 0;
+    in->state = IN_RESPONSE;
+    in->hgot = 0;
+    return 1;
+}
+
+int mln_tcp_response_check(mln_stripe_t *s, tcp_in_t *in)
+{
+    char text[INET_ADDRSTRLEN];
+
+    if (!mln_link_response_check(&in->link, in->hb, MLN_LINK_RESPONSE_BYTES)) {
+        inet_ntop(AF_INET, &in->addr, text, sizeof(text));
+        MLN_WARN("tcp: a connection from %s naming world rank %d lane %u does not prove this "
+                 "job's key (a replayed or forged hello): closed",
+                 text, in->hello.src, in->hello.lane);
+        return 0;
+    }
+    return lane_admit(s, in);
 }
 
 void mln_tcp_accept(mln_stripe_t *s)
@@ -444,9 +627,17 @@ void mln_tcp_accept(mln_stripe_t *s)
 
     if (now < t->accept_paused)
         return;
-    for (;;) {
-        int fd = accept4(t->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    for (int k = 0; k < t->nlfd;) {
+        struct sockaddr_in sa;
+        socklen_t salen = sizeof(sa);
+        int fd = accept4(t->lfds[k], (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         tcp_in_t *in;
+        if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            k++; /* this listener is drained */
+            continue;
+        }
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* the connection stays queued and the listener readable: rest, no busy loop */
@@ -455,6 +646,17 @@ void mln_tcp_accept(mln_stripe_t *s)
                 t->accept_paused = now + TCP_HOUSEKEEPING_S;
             }
             return;
+        }
+        if (sa.sin_family != AF_INET || !rank_address(s, -1, sa.sin_addr.s_addr)) {
+            char text[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &sa.sin_addr, text, sizeof(text));
+            if (!t->warned_stranger) /* once: a scan must not flood the log */
+                MLN_WARN("tcp: a connection from %s, no rank's address: closed unread (said "
+                         "once)",
+                         text);
+            t->warned_stranger = 1;
+            close(fd);
+            continue;
         }
         if (t->nin == t->cap_in) {
             int cap = t->cap_in ? 2 * t->cap_in : 16;
@@ -473,6 +675,7 @@ void mln_tcp_accept(mln_stripe_t *s)
             return;
         }
         in->fd = fd;
+        in->addr = sa.sin_addr.s_addr;
         in->src = -1;
         in->lane = -1;
         in->state = IN_HELLO;
@@ -489,10 +692,11 @@ void mln_tcp_pending_expire(mln_stripe_t *s, double now)
 
     for (int i = t->nin - 1; i >= 0; i--) {
         tcp_in_t *in = t->ins[i];
-        if (in->state != IN_HELLO)
+        if (in->state != IN_HELLO && in->state != IN_RESPONSE)
             continue;
         if (now > in->deadline) {
-            MLN_DEBUG("tcp: a connection said no hello within %.0f s: closed", TCP_HELLO_TIMEOUT_S);
+            MLN_DEBUG("tcp: a connection did not finish its handshake within %.0f s: closed",
+                      TCP_HELLO_TIMEOUT_S);
             mln_tcp_in_drop(t, i);
             continue;
         }
@@ -592,8 +796,46 @@ int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world)
            s->tcp->peers[peer_world].state == PEER_UP;
 }
 
+/* The hello this rank would send on lane `lane` (of MLN_STRIPE_LANES) to peer_world, into out
+ * (a stranger replays it in a test); 0, or -1. */
+int mln_tcp_test_hello(mln_stripe_t *s, int peer_world, int lane, unsigned char *out)
+{
+    const mln_link_hello_t h = {.lane = (uint32_t)lane,
+                                .nlanes = (uint32_t)s->cfg->stripe_lanes,
+                                .src = s->wrank,
+                                .dst = peer_world};
+    mln_link_t l;
+    const mln_status_t st = mln_link_hello_make(&l, &s->tcp->job, &h, out);
+
+    mln_link_wipe(&l);
+    return st == MLN_OK ? 0 : -1;
+}
+
+/* The connector's half of a test lane's handshake, on a thread of its own: the listener
+ * answers only when its rank makes progress, which the test's rank may be waiting for. */
+typedef struct test_answer {
+    int fd; /* a dup of the test's descriptor, closed here */
+    mln_link_t link;
+} test_answer_t;
+
+static void *test_answer(void *arg)
+{
+    test_answer_t *a = arg;
+    unsigned char challenge[MLN_LINK_CHALLENGE_BYTES], resp[MLN_LINK_RESPONSE_BYTES];
+
+    if (recv(a->fd, challenge, sizeof(challenge), MSG_WAITALL) == sizeof(challenge) &&
+        mln_link_challenge_check(&a->link, challenge, sizeof(challenge), resp))
+        (void)!send(a->fd, resp, sizeof(resp), MSG_NOSIGNAL);
+    close(a->fd);
+    mln_link_wipe(&a->link);
+    free(a);
+    return NULL;
+}
+
 /* A connection to peer's listener (blocking, loopback or its first address) that opens with
- * a hello naming lane/nlanes/dst: a test forges lanes with it.  The fd, or -1. */
+ * a hello naming lane/nlanes/dst and, when the listener admits that hello, answers its
+ * challenge as a lane would (from a thread: within 10 s).  A test forges lanes with it.  The
+ * fd (closed by the listener when it refused the hello), or -1. */
 int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world)
 {
     const tcp_card_t *card = &s->tcp->cards[peer_world];
@@ -602,18 +844,42 @@ int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, 
                              .sin_addr.s_addr = s->host_of[peer_world] == s->host_of[s->wrank]
                                                     ? htonl(INADDR_LOOPBACK)
                                                     : card->addrs[0]};
-    tcp_hello_t hello = {.magic = TCP_HELLO_MAGIC,
-                         .lane = (uint32_t)lane,
-                         .nlanes = (uint32_t)nlanes,
-                         .src = s->wrank,
-                         .dst = dst_world,
-                         .nonce = s->tcp->nonce};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const mln_link_hello_t h = {
+        .lane = (uint32_t)lane, .nlanes = (uint32_t)nlanes, .src = s->wrank, .dst = dst_world};
+    const struct timeval wait = {.tv_sec = 10};
+    unsigned char hello[MLN_LINK_HELLO_BYTES];
+    test_answer_t *a = NULL;
+    pthread_attr_t attr;
+    pthread_t th;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
 
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 ||
-        (lane >= 0 && send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))) {
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+        close(fd);
+        return -1;
+    }
+    if (lane < 0)
+        return fd;
+    a = calloc(1, sizeof(*a));
+    ok = a != NULL && mln_link_hello_make(&a->link, &s->tcp->job, &h, hello) == MLN_OK &&
+         send(fd, hello, sizeof(hello), MSG_NOSIGNAL) == sizeof(hello);
+    if (ok && s->tcp->job.mode != MLN_LINK_NONE) {
+        a->fd = dup(fd);
+        ok = a->fd >= 0 && setsockopt(a->fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) == 0 &&
+             pthread_attr_init(&attr) == 0;
+        if (ok) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            ok = pthread_create(&th, &attr, test_answer, a) == 0;
+            pthread_attr_destroy(&attr);
+            if (ok)
+                return fd; /* the thread owns a */
+        }
+        if (a->fd >= 0)
+            close(a->fd);
+    }
+    free(a);
+    if (!ok) {
         close(fd);
         return -1;
     }

@@ -1,0 +1,231 @@
+/*
+ * mpi_link.c - the tcp lanes' link layer (src/link, docs/SECURITY.md) under MPI, 2 ranks, one
+ * case per run, in one mode (MLN_LINK_SECURITY auth, aead, none; auth+mac is auth with
+ * MLN_LINK_PAYLOAD_MAC=1), optionally with one cipher (--cipher aes|chacha):
+ *
+ *   transfer  striped messages of several sizes both ways, every byte checked
+ *   tamper    MLN_STRIPE_FAULT=tamper on rank 0: one payload bit of a frame flips on the wire
+ *             after sealing.  --expect refused (aead, auth+mac): rank 1's receive fails with
+ *             MLN_ERR_DATA and every byte of its buffer is either untouched or right (no byte
+ *             of the spoilt frame landed); --expect wrong (auth, none: the payload is not
+ *             protected there): the receive completes and the flipped bit is in the data,
+ *             which proves that the fault does spoil the wire
+ *   forge     MLN_STRIPE_FAULT=forge: one header bit flips: the receive fails (MLN_ERR_DATA),
+ *             no wrong byte, in every mode (none: the frame checks catch that bit)
+ *   mismatch  rank 1 asks for another mode than rank 0: mln_init fails on both ranks with
+ *             MLN_ERR_CONFIG, no hang
+ * After tamper and forge, messages both ways (the mpi lanes now) must arrive whole.
+ * Rank 0 prints "ok CASE (MODE)" or "FAIL ..."; a watchdog ends a hang with FAIL.
+ */
+#include "multilane.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIB (1024 * 1024)
+#define SENTINEL 0xa5
+
+static char verdict[256];
+static int rank_, failed_;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    ssize_t n = write(STDOUT_FILENO, verdict, strlen(verdict));
+    (void)n;
+    _exit(3);
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    fprintf(stderr, "mpi_link: rank %d: FAIL ", rank_);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    failed_ = 1;
+}
+
+static uint8_t pat(int src, int round, int64_t i)
+{
+    const uint64_t x = (uint64_t)i * 2654435761u + (uint64_t)src * 97u + (uint64_t)round * 13u;
+    return (uint8_t)(x >> 7);
+}
+
+static void fill(uint8_t *b, int64_t n, int src, int round)
+{
+    for (int64_t i = 0; i < n; i++)
+        b[i] = pat(src, round, i);
+}
+
+/* Messages of `n` bytes both ways at once, checked: 1 when whole. */
+static int exchange(int64_t n, int round)
+{
+    const int peer = 1 - rank_;
+    uint8_t *out = malloc((size_t)n), *in = malloc((size_t)n);
+    mln_request_t reqs[2] = {MLN_REQUEST_NULL, MLN_REQUEST_NULL};
+    MPI_Status st[2];
+    int ok = out != NULL && in != NULL;
+    int count = -1;
+    char what[64];
+
+    snprintf(what, sizeof(what), "%lld bytes, round %d", (long long)n, round);
+    if (ok) {
+        fill(out, n, rank_, round);
+        memset(in, 0, (size_t)n);
+        ok = mln_stripe_irecv(in, n, MPI_BYTE, peer, round, MPI_COMM_WORLD, &reqs[0]) == MLN_OK &&
+             mln_stripe_isend(out, n, MPI_BYTE, peer, round, MPI_COMM_WORLD, &reqs[1]) == MLN_OK &&
+             mln_stripe_waitall(2, reqs, st) == MLN_OK;
+        if (!ok)
+            fail("exchange of %s: a call failed", what);
+    }
+    if (ok) {
+        MPI_Get_count(&st[0], MPI_BYTE, &count);
+        if (count != n || st[0].MPI_SOURCE != peer || st[0].MPI_TAG != round) {
+            fail("exchange of %s: wrong status", what);
+            ok = 0;
+        }
+        for (int64_t i = 0; ok && i < n; i++)
+            if (in[i] != pat(peer, round, i)) {
+                fail("exchange of %s: a wrong byte", what);
+                ok = 0;
+            }
+    }
+    free(out);
+    free(in);
+    return ok;
+}
+
+/* tamper and forge: 16 MiB from rank 0 to rank 1 with the fault on rank 0's lane 0. */
+static void spoilt(const char *kase, const char *expect)
+{
+    const int64_t n = 16 * MIB + 5;
+    uint8_t *buf = malloc((size_t)n);
+    mln_request_t req = MLN_REQUEST_NULL;
+    mln_status_t rc;
+    int64_t wrong = 0, untouched = 0;
+
+    if (buf == NULL)
+        abort();
+    if (rank_ == 0) {
+        fill(buf, n, 0, 0);
+        rc = mln_stripe_isend(buf, n, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &req);
+    } else {
+        memset(buf, SENTINEL, (size_t)n);
+        rc = mln_stripe_irecv(buf, n, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &req);
+    }
+    if (rc == MLN_OK)
+        rc = mln_stripe_wait(&req, MPI_STATUS_IGNORE);
+    if (rank_ == 1) {
+        for (int64_t i = 0; i < n; i++) {
+            wrong += buf[i] != pat(0, 0, i) && buf[i] != SENTINEL;
+            untouched += buf[i] == SENTINEL && pat(0, 0, i) != SENTINEL;
+        }
+        fprintf(stderr,
+                "mpi_link: rank 1: %s: the receive completed %s; %lld bytes wrong, %lld "
+                "untouched\n",
+                kase, mln_status_str(rc), (long long)wrong, (long long)untouched);
+        if (!strcmp(expect, "refused") && (rc != MLN_ERR_DATA || wrong != 0))
+            fail("%s: expected MLN_ERR_DATA and no wrong byte (%s)", kase, mln_status_str(rc));
+        if (!strcmp(expect, "wrong") && (rc != MLN_OK || wrong == 0))
+            fail("%s: expected the spoilt bit in the data (the mode does not protect the "
+                 "payload), got %s",
+                 kase, mln_status_str(rc));
+    } else if (rc != MLN_OK && rc != MLN_ERR_PEER && rc != MLN_ERR_DATA) {
+        fail("%s: rank 0's send completed %s", kase, mln_status_str(rc));
+    }
+    free(buf);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int round = 1; round <= 2; round++) /* the mpi lanes now */
+        exchange(4 * MIB + round - 1, round);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: mpi_link --mode auth|aead|none|auth+mac [--cipher aes|chacha] "
+                    "--test transfer|tamper|forge|mismatch [--expect refused|wrong]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = NULL, *test = NULL, *expect = "refused", *cipher = NULL;
+    int size = 0;
+    mln_status_t rc;
+
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mode"))
+            mode = argv[i + 1];
+        else if (!strcmp(argv[i], "--test"))
+            test = argv[i + 1];
+        else if (!strcmp(argv[i], "--expect"))
+            expect = argv[i + 1];
+        else if (!strcmp(argv[i], "--cipher"))
+            cipher = argv[i + 1];
+        else
+            return usage();
+    }
+    if (mode == NULL || test == NULL)
+        return usage();
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    snprintf(verdict, sizeof(verdict), "FAIL %s (%s): rank %d hangs\n", test, mode, rank_);
+    signal(SIGALRM, on_alarm);
+    alarm(120);
+    setenv("MLN_STRIPE_BACKEND", "tcp", 1);
+    setenv("MLN_STRIPE_LANES", "4", 1);
+    setenv("MLN_STRIPE_LOCAL", "1", 1); /* ranks of one host stripe over loopback */
+    setenv("MLN_STRIPE_THRESHOLD", "64K", 1);
+    setenv("MLN_STRIPE_TIMEOUT", "5", 1);
+    setenv("MLN_LINK_SECURITY", strncmp(mode, "auth", 4) ? mode : "auth", 1);
+    setenv("MLN_LINK_PAYLOAD_MAC", strcmp(mode, "auth+mac") ? "0" : "1", 1);
+    if (cipher != NULL)
+        setenv("MLN_LINK_CIPHER", cipher, 1);
+    if (!strcmp(test, "mismatch") && rank_ == 1)
+        setenv("MLN_LINK_SECURITY", strcmp(mode, "aead") ? "aead" : "auth", 1);
+    if (rank_ == 0 && (!strcmp(test, "tamper") || !strcmp(test, "forge"))) {
+        char spec[64];
+        snprintf(spec, sizeof(spec), "%s:0:1048576", test);
+        setenv("MLN_STRIPE_FAULT", spec, 1);
+    }
+    if (size != 2) {
+        fail("needs 2 ranks");
+    } else if (!strcmp(test, "mismatch")) {
+        rc = mln_init();
+        if (rc != MLN_ERR_CONFIG)
+            fail("mismatch: mln_init returned %s, expected MLN_ERR_CONFIG", mln_status_str(rc));
+    } else if ((rc = mln_init()) != MLN_OK) {
+        fail("mln_init: %s", mln_status_str(rc));
+    } else {
+        if (!strcmp(test, "transfer")) {
+            const int64_t sizes[] = {1, 65 * 1024, 300000, 4 * MIB + 3, 17 * MIB};
+            for (int k = 0; k < 5; k++)
+                exchange(sizes[k], k + 1);
+        } else if (!strcmp(test, "tamper") || !strcmp(test, "forge")) {
+            spoilt(test, expect);
+        } else {
+            fail("unknown test %s", test);
+        }
+        mln_finalize();
+    }
+    {
+        int any = 0;
+        MPI_Allreduce(&failed_, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (rank_ == 0)
+            printf("%s %s (%s%s%s)\n", any ? "FAIL" : "ok", test, mode, cipher ? ", " : "",
+                   cipher ? cipher : "");
+        failed_ = any;
+    }
+    alarm(0);
+    MPI_Finalize();
+    return failed_ ? 1 : 0;
+}
