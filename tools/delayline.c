@@ -1,7 +1,8 @@
 /*
  * delayline.c - mln-delayline: a layer-2 forwarder between two interfaces that emulates a WAN
- * link (delay, loss, rate with a tail-drop queue, per-flow rate cap).  The link model lives in
- * delayline_core.c; this file holds the sockets and the event loop.
+ * link (delay, loss, rate with a tail-drop queue, per-flow rate cap, blackholed flows).  The link
+ * model lives in delayline_core.c (the blackhole in delayline_blackhole.c); this file holds the
+ * sockets and the event loop.
  *
  * Loop: transmit every frame whose release time has come (sendmmsg), handle signals, then
  * ppoll() both AF_PACKET sockets with a nanosecond timeout to the next release; read bursts
@@ -50,7 +51,8 @@ typedef struct dl_app {
     dl_port_t port[DL_NDIRS]; /* port[0] = --a, port[1] = --b; direction d reads port[d] */
     dl_pool_t pool;
     dl_dir_t dir[DL_NDIRS];
-    uint8_t *scratch; /* receives frames for counting when the pool is empty */
+    dl_blackhole_t blackhole; /* --blackhole: shared by both directions */
+    uint8_t *scratch;         /* receives frames for counting when the pool is empty */
     uint64_t start_ns, next_stats_ns;
     uint64_t next_check_ns; /* next look at the down ports; DL_TIME_NEVER while none is down */
     int warned_trunc;
@@ -237,7 +239,7 @@ static void stats_file_write(dl_app_t *app)
     fp = fopen(tmp, "w");
     if (fp == NULL)
         goto err;
-    dl_stats_json(fp, app->cfg.ifname, uptime_s(app), app->dir);
+    dl_stats_json(fp, app->cfg.ifname, uptime_s(app), app->dir, &app->blackhole);
     bad = ferror(fp);
     if (fclose(fp) != 0 || bad)
         goto err_unlink;
@@ -260,15 +262,16 @@ static void stats_report(dl_app_t *app)
         const dl_counters_t *c = &app->dir[d].ctr;
         fprintf(stderr,
                 "mln-delayline: %s rx %llu frames %llu B, tx %llu frames %llu B, drops loss %llu "
-                "queue %llu flow %llu error %llu nobuf %llu kernel %llu, max queue %llu B\n",
+                "queue %llu flow %llu error %llu nobuf %llu kernel %llu blackhole %llu, max "
+                "queue %llu B\n",
                 dl_dir_name[d], (unsigned long long)c->rx_frames, (unsigned long long)c->rx_bytes,
                 (unsigned long long)c->tx_frames, (unsigned long long)c->tx_bytes,
                 (unsigned long long)c->drop_loss, (unsigned long long)c->drop_queue,
                 (unsigned long long)c->drop_flow, (unsigned long long)c->drop_error,
                 (unsigned long long)c->drop_nobuf, (unsigned long long)c->drop_kernel,
-                (unsigned long long)c->max_queue_bytes);
+                (unsigned long long)c->drop_blackhole, (unsigned long long)c->max_queue_bytes);
     }
-    dl_stats_json(stdout, app->cfg.ifname, uptime_s(app), app->dir);
+    dl_stats_json(stdout, app->cfg.ifname, uptime_s(app), app->dir, &app->blackhole);
     fflush(stdout);
     stats_file_write(app);
 }
@@ -317,6 +320,34 @@ static void tx_due(dl_app_t *app, int d, uint64_t now)
         if (k < DL_BATCH)
             return;
     }
+}
+
+/* The blackhole's verdict on a frame of direction d: 1 when it is dropped (and counted). */
+static int blackhole_drop(dl_app_t *app, int d, const uint8_t *frame, uint32_t len)
+{
+    dl_counters_t *c = &app->dir[d].ctr;
+    char flow[64];
+    int rule = -1;
+
+    switch (dl_blackhole_frame(&app->blackhole, frame, len, &rule)) {
+    case DL_BH_DROP:
+        c->rx_frames++;
+        c->rx_bytes += len;
+        c->drop_blackhole++;
+        return 1;
+    case DL_BH_STRUCK:
+        dl_flow_key_format(&app->blackhole.rule[rule].flow, flow, sizeof(flow));
+        fprintf(stderr,
+                "mln-delayline: blackhole %u:%llu: flow %s cut off after %llu payload bytes "
+                "(%s); every later frame of it, both ways, is dropped\n",
+                app->blackhole.rule[rule].spec.port,
+                (unsigned long long)app->blackhole.rule[rule].spec.after_bytes, flow,
+                (unsigned long long)app->blackhole.rule[rule].flow_bytes, dl_dir_name[d]);
+        return 0;
+    case DL_BH_PASS:
+        break;
+    }
+    return 0;
 }
 
 /* Drains up to DL_RX_BURSTS batches from port d into direction d. */
@@ -381,6 +412,11 @@ static int rx_port(dl_app_t *app, int d)
                             "mln-delayline: warning: %u-byte frame on '%s' exceeds the MTU "
                             "buffers (%u B); dropped (turn off GRO/TSO: ethtool -K)\n",
                             len, app->cfg.ifname[d], app->pool.slot_size);
+                continue;
+            }
+            if (app->blackhole.nrules &&
+                blackhole_drop(app, d, dl_pool_buf(&app->pool, app->slot[i]), len)) {
+                dl_pool_put(&app->pool, app->slot[i]);
                 continue;
             }
             if (flows)
@@ -515,6 +551,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mln-delayline: error: cannot allocate %u frame buffers\n", frames);
         goto err_ports;
     }
+    dl_blackhole_init(&app->blackhole, app->cfg.blackhole, app->cfg.nblackholes);
     app->scratch = malloc(slot_size);
     if (app->scratch == NULL)
         goto err_pool;

@@ -21,6 +21,7 @@ typedef enum opt_kind {
     OPT_SEED,
     OPT_PATH,
     OPT_INTERVAL,
+    OPT_BLACKHOLE,
 } opt_kind_t;
 
 enum { D_AB = 1, D_BA = 2, D_BOTH = 3 };
@@ -57,6 +58,7 @@ static const opt_t dl_opts[] = {
     {"seed", OPT_SEED, 0, 0},
     {"stats", OPT_PATH, 0, 0},
     {"stats-interval", OPT_INTERVAL, 0, 0},
+    {"blackhole", OPT_BLACKHOLE, 0, 0},
 };
 #undef P
 
@@ -69,12 +71,13 @@ static const char *const dl_expect[] = {
     [OPT_SEED] = "expected a non-negative integer",
     [OPT_PATH] = "expected a file name",
     [OPT_INTERVAL] = "expected seconds, e.g. 1, 0.5, 250ms",
+    [OPT_BLACKHOLE] = "expected PORT:BYTES, e.g. 21000:4M",
 };
 
 static const char *const dl_what[] = {
     [OPT_IFACE] = "interface", [OPT_TIME] = "time",         [OPT_RATE] = "rate",
     [OPT_LOSS] = "loss",       [OPT_SIZE] = "size",         [OPT_SEED] = "seed",
-    [OPT_PATH] = "file name",  [OPT_INTERVAL] = "interval",
+    [OPT_PATH] = "file name",  [OPT_INTERVAL] = "interval", [OPT_BLACKHOLE] = "blackhole",
 };
 
 const char *dl_cli_usage(void)
@@ -94,6 +97,9 @@ const char *dl_cli_usage(void)
            "  --seed N           loss PRNG seed (ab uses N, ba a stream derived from N) default 1\n"
            "  --stats FILE       write counters as JSON (atomically) on SIGUSR1, interval, exit\n"
            "  --stats-interval S also write --stats every S seconds (1, 0.5, 250ms)\n"
+           "  --blackhole PORT:BYTES  the first TCP flow to PORT whose payload passes BYTES\n"
+           "                     is cut off: every later frame of it, both ways, dropped\n"
+           "                     (drop_blackhole); up to 8, each strikes once\n"
            "  --help             this text\n"
            "Prints 'ready' on stdout once both sockets are up.  SIGUSR1 prints the counters;\n"
            "SIGINT/SIGTERM print them and exit 0.\n";
@@ -155,6 +161,14 @@ static int apply(const opt_t *o, const char *val, dl_config_t *cfg, int *queue_s
         return 0;
     case OPT_INTERVAL:
         return parse_interval(val, &cfg->stats_interval_ns);
+    case OPT_BLACKHOLE: { /* the caller said "at most" once all are taken */
+        dl_blackhole_spec_t b;
+        if (cfg->nblackholes == DL_MAX_BLACKHOLES || dl_parse_blackhole(val, &b.port, &u) != 0)
+            return -1;
+        b.after_bytes = u;
+        cfg->blackhole[cfg->nblackholes++] = b;
+        return 0;
+    }
     case OPT_LOSS:
         if (dl_parse_loss(val, &p) != 0)
             return -1;
@@ -236,6 +250,10 @@ int dl_cli_parse(int argc, char **argv, dl_config_t *cfg, char *err, size_t errl
             val = argv[++i];
         } else {
             snprintf(err, errlen, "--%s: missing value (%s)", o->name, dl_expect[o->kind]);
+            return -1;
+        }
+        if (o->kind == OPT_BLACKHOLE && c.nblackholes == DL_MAX_BLACKHOLES) {
+            snprintf(err, errlen, "--%s: at most %d", o->name, DL_MAX_BLACKHOLES);
             return -1;
         }
         if (apply(o, val, &c, queue_set) != 0) {

@@ -121,6 +121,26 @@ int dl_parse_size(const char *text, uint64_t *out_bytes)
     return mln_parse_size(text, out_bytes) == MLN_OK ? 0 : -1;
 }
 
+int dl_parse_blackhole(const char *text, uint16_t *out_port, uint64_t *out_bytes)
+{
+    const char *colon;
+    unsigned long port = 0;
+    uint64_t bytes;
+
+    if (text == NULL || (colon = strchr(text, ':')) == NULL || colon == text || colon - text > 5)
+        return -1;
+    for (const char *c = text; c < colon; c++) {
+        if (!isdigit((unsigned char)*c))
+            return -1;
+        port = port * 10 + (unsigned long)(*c - '0');
+    }
+    if (port == 0 || port > 65535 || dl_parse_size(colon + 1, &bytes) != 0)
+        return -1;
+    *out_port = (uint16_t)port;
+    *out_bytes = bytes;
+    return 0;
+}
+
 /* ---- PRNG ---------------------------------------------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t *x)
@@ -198,6 +218,29 @@ void dl_flow_key_parse(const uint8_t *frame, size_t len, dl_flow_key_t *key)
         key->sport = rd16(ip + ihl);
         key->dport = rd16(ip + ihl + 2);
     }
+}
+
+uint32_t dl_tcp_payload(const uint8_t *frame, size_t len)
+{
+    size_t off = 14, ihl, total, doff;
+
+    if (len < 14)
+        return 0;
+    if (rd16(frame + 12) == 0x8100 && len >= 18)
+        off = 18;
+    if (rd16(frame + off - 2) != 0x0800 || len < off + 20)
+        return 0;
+    const uint8_t *ip = frame + off;
+    ihl = (size_t)(ip[0] & 0x0f) * 4;
+    total = rd16(ip + 2);
+    if ((ip[0] >> 4) != 4 || ip[9] != 6 || (rd16(ip + 6) & 0x3fff) != 0 || ihl < 20)
+        return 0; /* not TCP over IPv4, or a fragment */
+    if (total > len - off || total < ihl + 20)
+        return 0; /* claims more than the frame holds, or no room for a TCP header */
+    doff = (size_t)(ip[ihl + 12] >> 4) * 4;
+    if (doff < 20 || ihl + doff > total)
+        return 0;
+    return (uint32_t)(total - ihl - doff);
 }
 
 static uint64_t flow_hash(const dl_flow_key_t *k)

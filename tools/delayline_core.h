@@ -1,7 +1,8 @@
 /*
  * delayline_core.h - the socket-free part of mln-delayline: argument parsing, 5-tuple flow keys,
- * a frame buffer pool, and the per-direction link model (loss, per-flow shaper, link rate with a
- * tail-drop queue, propagation delay) driven by a release-time binary heap.
+ * a frame buffer pool, the per-direction link model (loss, per-flow shaper, link rate with a
+ * tail-drop queue, propagation delay) driven by a release-time binary heap, and the blackhole
+ * (one TCP flow cut off in both directions once it carried a number of bytes).
  *
  * Times are CLOCK_MONOTONIC nanoseconds, rates bit/s (0 = unlimited), sizes bytes.  See
  * docs/DELAYLINE.md for the model.
@@ -27,9 +28,20 @@ int dl_parse_loss(const char *text, double *out_p);
 /* "4096", "256K", "1M", "1MiB", "2G": mln_parse_size, as an int (0 ok, -1 bad) like dl_parse_*. */
 int dl_parse_size(const char *text, uint64_t *out_bytes);
 
+/* "21000:4M" (PORT:BYTES, BYTES in the grammar of dl_parse_size, 0 allowed; port 1..65535). */
+int dl_parse_blackhole(const char *text, uint16_t *out_port, uint64_t *out_bytes);
+
 /* ---- configuration (filled by dl_cli_parse) ----------------------------------------------- */
 
 enum { DL_AB = 0, DL_BA = 1, DL_NDIRS = 2 };
+
+#define DL_MAX_BLACKHOLES 8 /* --blackhole options */
+
+/* --blackhole PORT:BYTES: the first TCP flow to PORT whose payload passes BYTES is cut off. */
+typedef struct dl_blackhole_spec {
+    uint16_t port;
+    uint64_t after_bytes;
+} dl_blackhole_spec_t;
 
 typedef struct dl_dir_params {
     uint64_t delay_ns;         /* one-way propagation delay */
@@ -46,6 +58,8 @@ typedef struct dl_config {
     dl_dir_params_t dir[DL_NDIRS];
     const char *stats_path;     /* --stats FILE or NULL */
     uint64_t stats_interval_ns; /* --stats-interval; 0 = only on SIGUSR1 and exit */
+    dl_blackhole_spec_t blackhole[DL_MAX_BLACKHOLES]; /* --blackhole, in the order given */
+    int nblackholes;
 } dl_config_t;
 
 /* Default queues when not given: one BDP of the rate at max(RTT, 10 ms), at least 64 KiB. */
@@ -83,6 +97,9 @@ typedef struct dl_flow_key {
 
 /* Fills `key` from an Ethernet frame; never fails (short or odd frames give a degenerate key). */
 void dl_flow_key_parse(const uint8_t *frame, size_t len, dl_flow_key_t *key);
+/* The TCP payload bytes of an IPv4 frame (IP total length less the IP and TCP headers, both
+ * checked against `len`); 0 for anything else, fragments and malformed headers included. */
+uint32_t dl_tcp_payload(const uint8_t *frame, size_t len);
 
 /* ---- buffer pool: fixed-size slots, LIFO free list ----------------------------------------- */
 
@@ -130,6 +147,7 @@ typedef struct dl_counters {
     uint64_t max_queue_bytes; /* largest link-queue backlog seen, bytes */
     uint64_t flow_evict_busy; /* flow entries evicted while still backlogged (table full) */
     uint64_t drop_kernel;     /* dropped by the kernel before we read them (socket full) */
+    uint64_t drop_blackhole;  /* frames of a flow cut off by --blackhole */
 } dl_counters_t;
 
 typedef struct dl_flow_entry {
@@ -190,14 +208,59 @@ void dl_dir_sent(dl_dir_t *d, uint32_t len, int ok);
 /* Serialisation time of `len` bytes at `rate_bps` (0 when unlimited). */
 uint64_t dl_ser_ns(uint64_t len, uint64_t rate_bps);
 
+/* ---- blackhole (delayline_blackhole.c) ---------------------------------------------------- */
+
+#define DL_BLACKHOLE_FLOWS 256 /* flows to a blackhole port whose payload is counted at once */
+
+typedef struct dl_blackhole_rule {
+    dl_blackhole_spec_t spec;
+    int struck;          /* the flow is cut off */
+    dl_flow_key_t flow;  /* once struck: the flow as it goes to spec.port (both ways dropped) */
+    uint64_t flow_bytes; /* its payload when it was struck */
+} dl_blackhole_rule_t;
+
+typedef struct dl_blackhole_count {
+    dl_flow_key_t key;
+    uint64_t bytes; /* TCP payload seen so far */
+} dl_blackhole_count_t;
+
+/* The blackholes of one delay line: rules and the payload counts of the flows they watch.
+ * Both directions share it (a flow is dropped both ways, its acknowledgements too). */
+typedef struct dl_blackhole {
+    dl_blackhole_rule_t rule[DL_MAX_BLACKHOLES];
+    int nrules;
+    dl_blackhole_count_t count[DL_BLACKHOLE_FLOWS];
+    uint32_t ncount;
+    uint64_t untracked; /* frames of flows not counted: the count table was full */
+} dl_blackhole_t;
+
+typedef enum dl_bh_verdict {
+    DL_BH_PASS = 0, /* forward it */
+    DL_BH_DROP,     /* a frame of a cut-off flow (either way): drop it */
+    DL_BH_STRUCK,   /* forward it; its flow just passed its byte count: later frames drop */
+} dl_bh_verdict_t;
+
+void dl_blackhole_init(dl_blackhole_t *b, const dl_blackhole_spec_t *spec, int n);
+/*
+ * One frame, in either direction.  A TCP frame to the port of a rule not yet struck adds its
+ * payload to its flow's count; the first flow whose count passes the rule's bytes is struck
+ * (*rule: its index) and from the next frame on every frame of it, and of its reverse, drops.
+ * Each rule strikes once.
+ */
+dl_bh_verdict_t dl_blackhole_frame(dl_blackhole_t *b, const uint8_t *frame, size_t len, int *rule);
+/* "10.77.1.1:40312>10.77.2.1:21000": the flow of a key, for logs and the statistics. */
+void dl_flow_key_format(const dl_flow_key_t *k, char *out, size_t outlen);
+
 /* ---- statistics (delayline_stats.c) -------------------------------------------------------- */
 
 /* "ab", "ba": the names of the directions in the statistics. */
 extern const char *const dl_dir_name[DL_NDIRS];
 
 /* Writes the counters and parameters of both directions as one JSON object and a newline:
- * {"tool":"mln-delayline","a":IFNAME,"b":IFNAME,"uptime_s":S,"ab":{...},"ba":{...}}. */
+ * {"tool":"mln-delayline","a":IFNAME,"b":IFNAME,"uptime_s":S,"ab":{...},"ba":{...},
+ *  "blackhole":[{"port":P,"after_bytes":N,"struck":false|true[,"flow":"...","flow_bytes":M]}]}
+ * (bh may be NULL: no blackhole). */
 void dl_stats_json(FILE *fp, const char *const ifname[DL_NDIRS], double uptime_s,
-                   const dl_dir_t dir[DL_NDIRS]);
+                   const dl_dir_t dir[DL_NDIRS], const dl_blackhole_t *bh);
 
 #endif /* MLN_DELAYLINE_CORE_H */

@@ -21,7 +21,7 @@
 #define TCP_HELLO_TIMEOUT_S 5.0    /* an accepted connection must finish its handshake by then */
 #define TCP_MAX_PENDING 64         /* accepted connections waiting for their hello */
 #define TCP_HOUSEKEEPING_S 0.1     /* idle: listener and hello deadlines looked at this often */
-#define TCP_EVIDENCE_PERIOD_S 1.0  /* busy: each peer's TCP_INFO looked at this often */
+#define TCP_EVIDENCE_PERIOD_S 1.0  /* busy: each peer's TCP_INFO looked at, at most this seldom */
 #define TCP_UNANSWERED 3           /* transmissions unanswered in a row: the peer's host is gone */
 #define TCP_READ_BUDGET (8u << 20) /* bytes read from one socket per pass */
 

@@ -54,14 +54,16 @@ mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
 {
     mln_status_t st = MLN_OK;
     const int timeout = (int)s->cfg->stripe_timeout, one = 1, size = (int)s->cfg->stripe_sockbuf;
-    /* keepalive: idle for half the timeout, then 4 probes over the other half */
-    int idle = timeout / 2 > 0 ? timeout / 2 : 1, count = 4, intvl;
+    /* keepalive: 3 probes over the second half of the timeout, after an idle first half, so
+     * that a silent peer's lanes end by the timeout (whole seconds: at least 1 s each) */
+    const int count = 3;
+    int intvl = timeout / (2 * count) > 0 ? timeout / (2 * count) : 1, idle;
 
-    if (idle > 32767)
-        idle = 32767;
-    intvl = (timeout - idle) / count > 0 ? (timeout - idle) / count : 1;
     if (intvl > 32767)
         intvl = 32767;
+    idle = timeout - count * intvl > 0 ? timeout - count * intvl : 1;
+    if (idle > 32767)
+        idle = 32767;
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), st, out);
     MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), st, out);
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), st, out);
@@ -745,10 +747,15 @@ void mln_tcp_evidence(mln_stripe_t *s, double now)
 {
     mln_tcp_state_t *t = s->tcp;
     const unsigned limit_ms = (unsigned)s->cfg->stripe_timeout * 1000u;
+    /* a look every eighth of the timeout (at most every second): the verdict comes at most
+     * that long after the timeout */
+    const double period = s->cfg->stripe_timeout / 8.0 < TCP_EVIDENCE_PERIOD_S
+                              ? s->cfg->stripe_timeout / 8.0
+                              : TCP_EVIDENCE_PERIOD_S;
 
     for (int peer = 0; peer < s->wsize; peer++) {
         tcp_peer_t *p = &t->peers[peer];
-        if (p->state != PEER_UP || now - p->checked < TCP_EVIDENCE_PERIOD_S)
+        if (p->state != PEER_UP || now - p->checked < period)
             continue;
         p->checked = now;
         for (int i = 0; i < p->nout; i++) {

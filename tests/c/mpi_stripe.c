@@ -5,7 +5,8 @@
  *
  *   mpi_stripe --backend tcp|mpi|helper [--lanes N] [--helpers K] [--local 0|1]
  *              [--threshold SIZE] [--progress call|thread] [--fault SPEC]
- *              [--stripe-timeout S] [--watchdog S] [--test all|NAME[,NAME...]]
+ *              [--stripe-timeout S] [--stripe-port P] [--watchdog S] [--until FILE]
+ *              [--test all|NAME[,NAME...]]
  *
  * Ranks pair up (r, r^1) in mln_comm_world(); with helpers (--backend helper) the last K ranks
  * of every node never return from mln_init, so 2 application ranks and K = 1 on one host run at
@@ -20,7 +21,9 @@
  * "all" runs every sub-test but `big` (2^31 + 12345 bytes: about 4.3 GiB per pair) and
  * `fault` (MLN_STRIPE_FAULT on rank 0: tcp only; it runs first, and the sub-tests after it
  * then exercise the fallback to the mpi lane).  Those two and `args` are in
- * mpi_stripe_edges.c; the pattern and the checks in stripe_check.c.
+ * mpi_stripe_edges.c; the pattern and the checks in stripe_check.c.  Neither are `blackhole`,
+ * `kill` and `stranger` (mpi_stripe_faults.c), which need the test bed and a test that strikes
+ * from outside (tests/python/test_stripe_faults.py).
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "stripe_check.h"
@@ -636,6 +639,9 @@ static const subtest_t subtests[] = {
     {"sabort_early", t_sabort_early, 0, 1},
     {"listener", t_listener, 0, 1},
     {"outeof", t_outeof, 0, 1},
+    {"blackhole", t_blackhole, 0, 1},
+    {"kill", t_kill, 0, 1},
+    {"stranger", t_stranger, 0, 1},
     {"bigplain", t_bigplain, 0, 4},
     {"big", t_big, 0, 4},
     {NULL, NULL, 0, 0},
@@ -660,7 +666,8 @@ static int usage(const char *why, int verbose)
             "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N] "
             "[--helpers K] [--local 0|1] [--threshold SIZE] [--progress call|thread] [--fault "
             "reset:LANE:BYTES] "
-            "[--stripe-timeout S] [--tags N] [--fault-rank R] [--early SIZE --early-rank R] "
+            "[--stripe-timeout S] [--stripe-port P] [--tags N] [--fault-rank R] [--early SIZE "
+            "--early-rank R] [--until FILE] "
             "[--watchdog S] "
             "[--test all|NAME,...]\nsub-tests:",
             why);
@@ -682,6 +689,8 @@ static int parse_options(int argc, char **argv, int verbose, options_t *o, uint6
             return usage("an option without its value", verbose);
         if (!strcmp(argv[i], "--test"))
             o->tests = val;
+        else if (!strcmp(argv[i], "--until"))
+            o->until = val;
         else if (!strcmp(argv[i], "--fault")) {
             o->fault = val;
             o->fault_set = 1;

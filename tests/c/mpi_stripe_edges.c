@@ -99,12 +99,18 @@ void t_big(tctx_t *t)
  * kernel's evidence can tell: rank 0's send (64 MiB, more than the socket buffers hold, so it
  * is still writing) must end within the bound, with MLN_ERR_TIMEOUT from its own lane or
  * MLN_ERR_PEER when the receiver's side of the lane timed out first and said so (which of the
- * two timers fires first is the machine's timing). */
+ * two timers fires first is the machine's timing).  The body, lane_fault_run, serves the
+ * blackhole sub-test too (mpi_stripe_faults.c): there the network fails the lane. */
 void t_fault(tctx_t *t)
 {
     const int mute = strncmp(t->opt->fault, "mute:", 5) == 0;
+
     /* muted: more than the socket buffers can take, so the send is still writing */
-    const int64_t n = (mute ? 64 : 16) * MIB + 5;
+    lane_fault_run(t, "fault", (mute ? 64 : 16) * MIB + 5);
+}
+
+void lane_fault_run(tctx_t *t, const char *what, int64_t n)
+{
     const double bound = t->opt->stripe_timeout + 20.0;
     uint8_t *buf;
     mln_request_t req = MLN_REQUEST_NULL;
@@ -127,14 +133,14 @@ void t_fault(tctx_t *t)
                 int whole = t->rank == 1 && rc == MLN_OK;
                 for (int64_t i = 0; whole && i < n; i++)
                     whole = buf[i] == pat(0, 0, (uint64_t)i);
-                fail(t, "fault: the %s of the message on the reset lane completed %s%s",
+                fail(t, "%s: the %s of the message on the failed lane completed %s%s", what,
                      t->rank ? "receive" : "send", mln_status_str(rc),
                      t->rank ? (whole ? " (data whole)" : " (data WRONG)") : "");
             } else if (MPI_Wtime() - t0 > bound) {
-                fail(t, "fault: the error took %.1f s (bound %.0f s)", MPI_Wtime() - t0, bound);
+                fail(t, "%s: the error took %.1f s (bound %.0f s)", what, MPI_Wtime() - t0, bound);
             } else {
-                fprintf(stderr, "mpi_stripe: rank %d: fault: %s after %.2f s, as expected\n",
-                        t->rank, mln_status_str(rc), MPI_Wtime() - t0);
+                fprintf(stderr, "mpi_stripe: rank %d: %s: %s after %.2f s, as expected\n", t->rank,
+                        what, mln_status_str(rc), MPI_Wtime() - t0);
             }
         }
         free(buf);
@@ -155,12 +161,15 @@ void t_fault(tctx_t *t)
                    "fault: later irecv") &&
             expect(t, mln_stripe_isend(out, m, MPI_BYTE, peer, tag, t->comm, &reqs[1]), MLN_OK,
                    "fault: later isend") &&
-            expect(t, mln_stripe_waitall(2, reqs, st), MLN_OK, "fault: 4 MiB after the reset") &&
-            check_status(t, &st[0], peer, tag, m, "fault: after the reset"))
-            check(t, in, m, peer, round, "fault: after the reset");
+            expect(t, mln_stripe_waitall(2, reqs, st), MLN_OK, "fault: 4 MiB after the fault") &&
+            check_status(t, &st[0], peer, tag, m, "fault: after the fault"))
+            check(t, in, m, peer, round, "fault: after the fault");
         free(out);
         free(in);
     }
     if (MPI_Wtime() - t0 > bound)
-        fail(t, "fault: the messages after the reset took %.1f s", MPI_Wtime() - t0);
+        fail(t, "%s: the messages after the fault took %.1f s", what, MPI_Wtime() - t0);
+    else if (t->rank == 0)
+        fprintf(stderr, "mpi_stripe: %s: 2 x 4 MiB both ways after it, whole, in %.2f s\n", what,
+                MPI_Wtime() - t0);
 }

@@ -321,6 +321,8 @@ int stripe_option(options_t *o, const char *name, const char *val)
         num = &o->local;
     else if (!strcmp(name, "--stripe-timeout"))
         num = &o->stripe_timeout;
+    else if (!strcmp(name, "--stripe-port"))
+        num = &o->stripe_port;
     else if (!strcmp(name, "--watchdog"))
         num = &o->watchdog;
     else if (!strcmp(name, "--tags"))
@@ -342,6 +344,8 @@ const char *stripe_options_check(const options_t *o, uint64_t *threshold)
         return "unknown backend";
     if (mln_parse_size(o->threshold, threshold) != MLN_OK)
         return "a bad --threshold";
+    if (o->stripe_port > 65535)
+        return "a bad --stripe-port (0 to 65535)";
     return NULL;
 }
 
@@ -362,6 +366,10 @@ int stripe_tunables_set(const options_t *o, const char *fault)
     rc |= setenv("MLN_STRIPE_PROGRESS", o->progress, 1);
     snprintf(num, sizeof(num), "%d", o->tags);
     rc |= setenv("MLN_STRIPE_TAGS", num, 1);
+    if (o->stripe_port > 0) {
+        snprintf(num, sizeof(num), "%d", o->stripe_port);
+        rc |= setenv("MLN_STRIPE_PORT", num, 1);
+    }
     if (fault != NULL)
         rc |= setenv("MLN_STRIPE_FAULT", fault, 1);
     return rc;

@@ -26,6 +26,8 @@ typedef struct options {
     int fault_set;     /* --fault was given */
     const char *early; /* --early SIZE: MLN_STRIPE_EARLY on world rank early_rank only */
     int early_rank;
+    int stripe_port;   /* --stripe-port P: MLN_STRIPE_PORT (0: not set, a free port) */
+    const char *until; /* --until FILE: the stranger sub-test runs until FILE exists */
 } options_t;
 
 typedef struct tctx {
@@ -89,8 +91,8 @@ int finalize_checked(tctx_t *t);
 /* The defaults: backend tcp, 4 lanes, 1 helper, local 1, threshold 256K, timeout 10 s, ... */
 void stripe_options_init(options_t *o);
 /* Takes `name val` when it is one of --backend --threshold --progress --lanes --helpers --local
- * --stripe-timeout --watchdog --tags --fault-rank: 1 when taken, 0 when not one of them, -1 for
- * a bad value. */
+ * --stripe-timeout --stripe-port --watchdog --tags --fault-rank: 1 when taken, 0 when not one of
+ * them, -1 for a bad value. */
 int stripe_option(options_t *o, const char *name, const char *val);
 /* NULL when the options make sense (then *threshold is the threshold in bytes), else why not. */
 const char *stripe_options_check(const options_t *o, uint64_t *threshold);
@@ -107,6 +109,15 @@ void stripe_mln_init(int world_rank);
 void t_args(tctx_t *t);
 void t_big(tctx_t *t);
 void t_fault(tctx_t *t);
+/* A message of n bytes from rank 0 to rank 1 whose tcp lane fails (MLN_STRIPE_FAULT, or the
+ * network): an error on both sides within MLN_STRIPE_TIMEOUT + 20 s, then 2 x 4 MiB both ways
+ * whole; `what` names it in the lines printed. */
+void lane_fault_run(tctx_t *t, const char *what, int64_t n);
+
+/* The fault sub-tests run on the test bed (mpi_stripe_faults.c). */
+void t_blackhole(tctx_t *t);
+void t_kill(tctx_t *t);
+void t_stranger(tctx_t *t);
 
 /* The regression sub-tests of the code reading's findings (mpi_stripe_fixes.c). */
 void t_bigplain(tctx_t *t);

@@ -1,5 +1,6 @@
 /* test_delayline.c - the link model of mln-delayline with no network: parsers, flow keys,
- * heap order, delay, serialisation, tail drop, seeded loss and the per-flow cap. */
+ * heap order, delay, serialisation, tail drop, seeded loss, the per-flow cap and the
+ * blackhole. */
 #include "delayline_core.h"
 #include "mln_test.h"
 
@@ -50,6 +51,20 @@ static void test_parsers(void)
     MLN_TEST_ASSERT(dl_parse_size("1MiB", &u) == 0 && u == 1024 * 1024);
     MLN_TEST_ASSERT(dl_parse_size("-1", &u) != 0 && dl_parse_size("1X", &u) != 0);
     MLN_TEST_ASSERT(dl_parse_size("", &u) != 0 && dl_parse_size("99999999999T", &u) != 0);
+
+    uint16_t port = 0;
+    MLN_TEST_ASSERT(dl_parse_blackhole("21000:4M", &port, &u) == 0 && port == 21000);
+    MLN_TEST_ASSERT(u == 4u << 20);
+    MLN_TEST_ASSERT(dl_parse_blackhole("1:0", &port, &u) == 0 && port == 1 && u == 0);
+    MLN_TEST_ASSERT(dl_parse_blackhole("65535:1000", &port, &u) == 0 && port == 65535);
+    const char *bad_bh[] = {"",         "21000",    ":4M",     "0:4M",      "65536:1",
+                            "-1:4M",    "21000:",   "21000:x", "2 1:4M",    "x:4M",
+                            "021000:1", "21000:-1", "1e3:1",   "21000:4M:1"};
+    for (size_t i = 0; i < sizeof(bad_bh) / sizeof(bad_bh[0]); i++) {
+        if (dl_parse_blackhole(bad_bh[i], &port, &u) == 0)
+            fprintf(stderr, "blackhole '%s' parsed\n", bad_bh[i]);
+        MLN_TEST_ASSERT(dl_parse_blackhole(bad_bh[i], &port, &u) != 0);
+    }
 }
 
 static int cli(char *err, size_t errlen, dl_config_t *cfg, int argc, char **argv)
@@ -97,6 +112,25 @@ static void test_cli(void)
     MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 7, bad_loss) == -1 && strstr(err, "--loss"));
     char *bad_iv[] = {"x", "--a", "p", "--b", "q", "--stats-interval", "0"};
     MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 7, bad_iv) == -1);
+
+    char *bh[] = {"x", "--a", "p", "--b", "q", "--blackhole", "21000:2M", "--blackhole=21100:0"};
+    MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 8, bh) == 0 && c.nblackholes == 2);
+    MLN_TEST_ASSERT(c.blackhole[0].port == 21000 && c.blackhole[0].after_bytes == 2u << 20);
+    MLN_TEST_ASSERT(c.blackhole[1].port == 21100 && c.blackhole[1].after_bytes == 0);
+    MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 7, defaults) == 0 && c.nblackholes == 0);
+    char *bad_bh[] = {"x", "--a", "p", "--b", "q", "--blackhole", "21000"};
+    MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 7, bad_bh) == -1);
+    MLN_TEST_ASSERT(strcmp(err, "--blackhole: invalid blackhole '21000' (expected PORT:BYTES, "
+                                "e.g. 21000:4M)") == 0);
+    char *many[5 + 2 * (DL_MAX_BLACKHOLES + 1)] = {"x", "--a", "p", "--b", "q"};
+    for (int i = 0; i <= DL_MAX_BLACKHOLES; i++) {
+        many[5 + 2 * i] = "--blackhole";
+        many[6 + 2 * i] = "80:1";
+    }
+    MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 5 + 2 * DL_MAX_BLACKHOLES, many) == 0);
+    MLN_TEST_ASSERT(c.nblackholes == DL_MAX_BLACKHOLES);
+    MLN_TEST_ASSERT(cli(err, sizeof(err), &c, 7 + 2 * DL_MAX_BLACKHOLES, many) == -1);
+    MLN_TEST_ASSERT(strstr(err, "--blackhole: at most") != NULL);
 }
 
 static size_t eth_ipv4(uint8_t *f, int vlan, uint8_t proto, uint16_t frag, uint16_t sp, uint16_t dp)
@@ -144,6 +178,125 @@ static void test_flow_key(void)
     n = eth_ipv4(f, 0, 6, 0, 1, 2);
     dl_flow_key_parse(f, 30, &k); /* truncated IP header */
     MLN_TEST_ASSERT(k.ethertype == 0x0800 && k.src == 0 && k.sport == 0);
+}
+
+/* An Ethernet + IPv4 + TCP frame from 10.250.0.`s`:sp to 10.250.0.`d`:dp with `payload` bytes
+ * (padded to 60 bytes like a real short frame); its length. */
+static size_t eth_tcp(uint8_t *f, uint8_t s, uint16_t sp, uint8_t d, uint16_t dp, uint16_t payload)
+{
+    const size_t total = 20 + 32 + payload; /* IP, TCP with 12 bytes of options, payload */
+    uint8_t *ip = f + 14;
+
+    memset(f, 0, 14 + total + 64);
+    f[12] = 0x08, f[13] = 0x00;
+    ip[0] = 0x45, ip[2] = (uint8_t)(total >> 8), ip[3] = (uint8_t)total, ip[6] = 0x40;
+    ip[9] = 6;
+    ip[12] = 10, ip[13] = 250, ip[14] = 0, ip[15] = s;
+    ip[16] = 10, ip[17] = 250, ip[18] = 0, ip[19] = d;
+    ip[20] = (uint8_t)(sp >> 8), ip[21] = (uint8_t)sp, ip[22] = (uint8_t)(dp >> 8);
+    ip[23] = (uint8_t)dp;
+    ip[32] = 8 << 4; /* data offset: 8 words */
+    return 14 + total < 60 ? 60 : 14 + total;
+}
+
+static void test_tcp_payload(void)
+{
+    uint8_t f[16384];
+    size_t n;
+
+    n = eth_tcp(f, 1, 40000, 2, 21000, 1000);
+    MLN_TEST_ASSERT(n == 14 + 52 + 1000 && dl_tcp_payload(f, n) == 1000);
+    n = eth_tcp(f, 1, 40000, 2, 21000, 0); /* a pure ACK, padded to 60 bytes */
+    MLN_TEST_ASSERT(n == 66 && dl_tcp_payload(f, n) == 0);
+    n = eth_tcp(f, 1, 40000, 2, 21000, 4);
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 4);
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n - 10) == 0); /* truncated: claims more than it holds */
+    f[14 + 9] = 17;                                  /* UDP */
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 0);
+    n = eth_tcp(f, 1, 40000, 2, 21000, 100);
+    f[14 + 6] = 0x20; /* MF: a fragment */
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 0);
+    n = eth_tcp(f, 1, 40000, 2, 21000, 100);
+    f[14 + 32] = 0xf0; /* data offset 60: 72 bytes of payload left */
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 72);
+    n = eth_tcp(f, 1, 40000, 2, 21000, 4);
+    f[14 + 32] = 0xf0; /* data offset 60 > the 36 bytes the IP length leaves after its header */
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 0);
+    f[14 + 32] = 0x40; /* 16: less than a TCP header */
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 0);
+    n = eth_tcp(f, 1, 40000, 2, 21000, 100);
+    f[14 + 3] = 30; /* IP total length below IP + TCP headers */
+    f[14 + 2] = 0;
+    MLN_TEST_ASSERT(dl_tcp_payload(f, n) == 0);
+    MLN_TEST_ASSERT(dl_tcp_payload(f, 10) == 0 && dl_tcp_payload(f, 30) == 0);
+}
+
+/* The blackhole: the first flow to the port that passes the count is cut off both ways from the
+ * next frame on; other flows (same port, other ports, reverse direction of others) go on. */
+static void test_blackhole(void)
+{
+    dl_blackhole_spec_t spec[2] = {{.port = 21000, .after_bytes = 10000},
+                                   {.port = 21100, .after_bytes = 0}};
+    dl_blackhole_t b;
+    uint8_t f[16384];
+    size_t n;
+    int rule = -1;
+    char text[64];
+
+    dl_blackhole_init(&b, spec, 2);
+    MLN_TEST_ASSERT(b.nrules == 2 && !b.rule[0].struck && !b.rule[1].struck);
+    /* Two lanes to port 21000 (from ports 40000 and 40001); the second carries more. */
+    for (int i = 0; i < 5; i++) { /* 5 x 1000 B on lane 1, 5 x 1500 B on lane 2 */
+        n = eth_tcp(f, 1, 40000, 2, 21000, 1000);
+        MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+        n = eth_tcp(f, 1, 40001, 2, 21000, 1500);
+        MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+        n = eth_tcp(f, 2, 21000, 1, 40001, 0); /* its ACK: not counted, not dropped */
+        MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+    }
+    n = eth_tcp(f, 2, 21000, 1, 40001, 9000); /* payload from the port: not counted */
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+    n = eth_tcp(f, 1, 40001, 2, 21000, 2500); /* 7500 + 2500 = 10000: not past it yet */
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS && !b.rule[0].struck);
+    n = eth_tcp(f, 1, 40001, 2, 21000, 1); /* 10001: struck, this frame still goes */
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_STRUCK && rule == 0);
+    MLN_TEST_ASSERT(b.rule[0].struck && b.rule[0].flow_bytes == 10001 && !b.rule[1].struck);
+    dl_flow_key_format(&b.rule[0].flow, text, sizeof(text));
+    MLN_TEST_ASSERT(strcmp(text, "10.250.0.1:40001>10.250.0.2:21000") == 0);
+    n = eth_tcp(f, 1, 40001, 2, 21000, 0); /* everything of it, both ways, ACKs too */
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_DROP);
+    n = eth_tcp(f, 2, 21000, 1, 40001, 0);
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_DROP);
+    n = eth_tcp(f, 2, 21000, 1, 40001, 100);
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_DROP);
+    for (int i = 0; i < 20; i++) { /* the other lane goes on, and never strikes again */
+        n = eth_tcp(f, 1, 40000, 2, 21000, 8000);
+        MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+        n = eth_tcp(f, 2, 21000, 1, 40000, 0);
+        MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+    }
+    n = eth_tcp(f, 3, 40001, 2, 21000, 100); /* same ports, another host: another flow */
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+    /* Rule 2 (after 0 bytes): the first payload byte to 21100 strikes; a pure ACK does not. */
+    n = eth_tcp(f, 2, 50000, 1, 21100, 0);
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS && !b.rule[1].struck);
+    n = eth_tcp(f, 2, 50000, 1, 21100, 1);
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_STRUCK && rule == 1);
+    n = eth_tcp(f, 1, 21100, 2, 50000, 0);
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_DROP);
+    f[14 + 9] = 17; /* the same ports over UDP: not the flow */
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+
+    /* No rule: nothing is looked at.  A full count table: new flows are not counted. */
+    dl_blackhole_init(&b, spec, 0);
+    n = eth_tcp(f, 1, 40001, 2, 21000, 1000);
+    MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS && b.ncount == 0);
+    dl_blackhole_init(&b, spec, 1);
+    for (uint16_t i = 0; i < DL_BLACKHOLE_FLOWS + 10; i++) {
+        n = eth_tcp(f, 1, (uint16_t)(1000 + i), 2, 21000, 100);
+        MLN_TEST_ASSERT(dl_blackhole_frame(&b, f, n, &rule) == DL_BH_PASS);
+    }
+    MLN_TEST_ASSERT(b.ncount == DL_BLACKHOLE_FLOWS && b.untracked == 10);
 }
 
 static void test_heap_pool(void)
@@ -367,7 +520,20 @@ static void test_stats_json(void)
     dir[DL_AB].ctr.tx_bytes = 1234;
     dir[DL_BA].prm.delay_ns = 5 * MS;
     MLN_TEST_ASSERT(fp != NULL);
-    dl_stats_json(fp, ifname, 1.5, dir);
+    dl_blackhole_spec_t spec[2] = {{.port = 21000, .after_bytes = 5},
+                                   {.port = 80, .after_bytes = 0}};
+    dl_blackhole_t bh;
+    dl_blackhole_init(&bh, spec, 2);
+    bh.rule[0].struck = 1;
+    bh.rule[0].flow = (dl_flow_key_t){.src = 0x0a4d0101u,
+                                      .dst = 0x0a4d0201u,
+                                      .sport = 40000,
+                                      .dport = 21000,
+                                      .proto = 6,
+                                      .ethertype = 0x0800};
+    bh.rule[0].flow_bytes = 9000;
+    dir[DL_BA].ctr.drop_blackhole = 3;
+    dl_stats_json(fp, ifname, 1.5, dir, &bh);
     MLN_TEST_ASSERT(fclose(fp) == 0);
     if (strncmp(out, head, strlen(head)) != 0)
         fprintf(stderr, "stats json: got %swant %s...\n", out, head);
@@ -377,6 +543,19 @@ static void test_stats_json(void)
     MLN_TEST_ASSERT(strstr(out, "\"ba\":{") != NULL &&
                     strstr(out, "\"delay_ns\":5000000,") != NULL);
     MLN_TEST_ASSERT(len > 2 && strcmp(out + len - 2, "}\n") == 0);
+    MLN_TEST_ASSERT(strstr(out, "\"drop_blackhole\":3,") != NULL);
+    const char *holes = ",\"blackhole\":[{\"port\":21000,\"after_bytes\":5,\"struck\":true,"
+                        "\"flow\":\"10.77.1.1:40000>10.77.2.1:21000\",\"flow_bytes\":9000},"
+                        "{\"port\":80,\"after_bytes\":0,\"struck\":false}]}\n";
+    if (strstr(out, holes) == NULL)
+        fprintf(stderr, "stats json: got %swant ...%s", out, holes);
+    MLN_TEST_ASSERT(strstr(out, holes) != NULL);
+    free(out);
+    out = NULL;
+    fp = open_memstream(&out, &len);
+    MLN_TEST_ASSERT(fp != NULL);
+    dl_stats_json(fp, ifname, 0, dir, NULL);
+    MLN_TEST_ASSERT(fclose(fp) == 0 && strstr(out, ",\"blackhole\":[]}\n") != NULL);
     free(out);
 }
 
@@ -385,6 +564,8 @@ int main(void)
     test_parsers();
     test_cli();
     test_flow_key();
+    test_tcp_payload();
+    test_blackhole();
     test_heap_pool();
     test_delay_rate_queue();
     test_loss();

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -340,19 +341,17 @@ def built_program(mpi: str, name: str) -> Path:
     return path
 
 
-def run_across_testbed(
+def launch_across_testbed(
     bed: tuple[dict[str, str], Path],
     mpi: str,
     program: Sequence[str],
     ppn: int,
-    timeout: float,
     *,
     every_host: bool = False,
-) -> tuple[int, str, int | None, tuple[str, ...]]:
-    """`program` through the MPI's launcher on the test bed of `bed` (a private_testbed), ppn
-    ranks on the first host of each site (every host with `every_host`): (exit status,
-    output, bytes the delay lines forwarded during the run or None without delay lines, the
-    hosts used)."""
+) -> tuple[list[str], dict[str, str], Any]:
+    """How to start `program` through the MPI's launcher on the test bed of `bed` (a
+    private_testbed), ppn ranks on the first host of each site (every host with
+    `every_host`): (argv, environment, the TestbedRun of the placement)."""
     from multilane.context import Context  # noqa: PLC0415 - conftest imports stay light
     from multilane.launchers import HOSTS_COMMANDS  # noqa: PLC0415
     from multilane.scenario import load_scenario  # noqa: PLC0415
@@ -367,8 +366,25 @@ def run_across_testbed(
     cmd = HOSTS_COMMANDS[mpi](
         REPO_ROOT / ".deps" / mpi, program, run.placement, euid=0, ncpus=ctx.ncpus
     )
+    return run.wrap(cmd.argv), {**env, **cmd.env}, run
+
+
+def run_across_testbed(
+    bed: tuple[dict[str, str], Path],
+    mpi: str,
+    program: Sequence[str],
+    ppn: int,
+    timeout: float,
+    *,
+    every_host: bool = False,
+) -> tuple[int, str, int | None, tuple[str, ...]]:
+    """`program` through the MPI's launcher on the test bed of `bed` (a private_testbed), ppn
+    ranks on the first host of each site (every host with `every_host`): (exit status,
+    output, bytes the delay lines forwarded during the run or None without delay lines, the
+    hosts used)."""
+    argv, env, run = launch_across_testbed(bed, mpi, program, ppn, every_host=every_host)
     delayline = run.bed.state.wan_mode == "delayline"
     before = run.wan_tx_bytes() if delayline else 0
-    status, out = run_group(run.wrap(cmd.argv), {**env, **cmd.env}, timeout)
+    status, out = run_group(argv, env, timeout)
     crossed = run.wan_tx_bytes() - before if delayline else None
     return status, out, crossed, tuple(run.placement.hosts)

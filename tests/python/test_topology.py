@@ -179,6 +179,53 @@ WAN = '[[network.wan]]\nsites = ["a", "b"]\n'
         (SITES + WAN + 'ab = { delay = "x" }\n', "network.wan[0].ab.delay", "invalid time"),
         (SITES + WAN + "ab = { name = 1 }\n", "network.wan[0].ab.name", "unknown key"),
         (SITES + WAN + WAN, "network.wan[1].name", "unique link name"),
+        (SITES + WAN + "blackhole = 21000\n", "network.wan[0].blackhole", "expected a table"),
+        (SITES + WAN + "blackhole = []\n", "network.wan[0].blackhole", "an array of 1 to 8"),
+        (
+            SITES + WAN + "blackhole = [" + "{ port = 1, after = 0 }, " * 9 + "]\n",
+            "network.wan[0].blackhole",
+            "an array of 1 to 8",
+        ),
+        (
+            SITES + WAN + "blackhole = { port = 0, after = 1 }\n",
+            "network.wan[0].blackhole.port",
+            "expected a TCP port from 1 to 65535, got 0",
+        ),
+        (
+            SITES + WAN + 'blackhole = { port = "21000", after = 1 }\n',
+            "network.wan[0].blackhole.port",
+            "got '21000'",
+        ),
+        (
+            SITES + WAN + "blackhole = [{ port = 2, after = 1 }, { port = 70000, after = 0 }]\n",
+            "network.wan[0].blackhole[1].port",
+            "got 70000",
+        ),
+        (
+            SITES + WAN + "blackhole = { port = 21000 }\n",
+            "network.wan[0].blackhole.after",
+            "missing",
+        ),
+        (
+            SITES + WAN + 'blackhole = { port = 21000, after = "lots" }\n',
+            "network.wan[0].blackhole.after",
+            "invalid size 'lots'",
+        ),
+        (
+            SITES + WAN + "blackhole = { port = 21000, after = -1 }\n",
+            "network.wan[0].blackhole.after",
+            "invalid size -1",
+        ),
+        (
+            SITES + WAN + "blackhole = { port = 21000, after = 1, when = 2 }\n",
+            "network.wan[0].blackhole.when",
+            "unknown key (allowed: port, after)",
+        ),
+        (
+            SITES + WAN + "ab = { blackhole = { port = 1, after = 1 } }\n",
+            "network.wan[0].ab.blackhole",
+            "unknown key",
+        ),
     ],
 )
 def test_network_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
@@ -189,6 +236,40 @@ def test_network_errors(tmp_path: Path, text: str, where: str, problem: str) -> 
     assert message.startswith(f"{path}: {where}: "), message
     assert problem in message, message
     assert "\n" not in message
+
+
+def test_blackhole(tmp_path: Path) -> None:
+    """A WAN link's blackholes become --blackhole PORT:BYTES options of its delay line."""
+    one = SITES + WAN + 'blackhole = { port = 21000, after = "4MiB" }\n'
+    net = load_scenario(_write(tmp_path, one)).network
+    assert net is not None
+    (wan,) = net.wan
+    assert [(h.port, h.after_bytes) for h in wan.blackhole] == [(21000, 4 * 2**20)]
+    assert wan.delayline_args()[-2:] == ["--blackhole", "21000:4194304"]
+    two = SITES + WAN + "blackhole = [{ port = 21000, after = 0 }, { port = 21100, after = 5 }]\n"
+    net = load_scenario(_write(tmp_path, two)).network
+    assert net is not None
+    args = net.wan[0].delayline_args()
+    assert args[-4:] == ["--blackhole", "21000:0", "--blackhole", "21100:5"]
+    plain = load_scenario(_write(tmp_path, SITES + WAN)).network
+    assert plain is not None and plain.wan[0].blackhole == ()
+    assert "--blackhole" not in plain.wan[0].delayline_args()
+
+
+def test_blackhole_needs_delay_line(tmp_path: Path) -> None:
+    """With the bridge stand-in there is nothing to drop a flow: `up` refuses before it makes
+    anything (no root needed to get this far)."""
+    from multilane.testbed import build  # noqa: PLC0415
+    from multilane.testbed.system import TestbedError  # noqa: PLC0415
+
+    path = _write(tmp_path, SITES + WAN + "blackhole = { port = 21000, after = 1 }\n")
+    net = load_scenario(path).network
+    assert net is not None
+    env = {"MULTILANE_DELAYLINE": "bridge", "MULTILANE_TESTBED_DIR": str(tmp_path / "state")}
+    ctx = Context(root=REPO, env=env, ncpus=1, euid=0, out=io.StringIO())
+    with pytest.raises(TestbedError, match="WAN link ab has a blackhole, which only the delay"):
+        build.up(net, path, ctx)
+    assert not (tmp_path / "state").exists()
 
 
 def _ctx(euid: int) -> Context:

@@ -192,6 +192,7 @@ class _Builder:
             "interfaces": sides,
             "ab": link.ab.__dict__,
             "ba": link.ba.__dict__,
+            "blackhole": [hole.__dict__ for hole in link.blackhole],
         }
         self.state.wan.append(record)
         self.namespace(ns, "wan", link=link.name)
@@ -290,6 +291,12 @@ def up(network: Network, scenario: Path, ctx: Context) -> State:
             "run multilane testbed down first"
         )
     delayline = find_delayline(ctx.root, ctx.env) if network.wan else None
+    holed = [link.name for link in network.wan if link.blackhole]
+    if delayline is None and holed:
+        raise TestbedError(
+            f"WAN link {holed[0]} has a blackhole, which only the delay line makes: "
+            f"{DELAYLINE_ENV}=bridge puts a plain bridge there"
+        )
     taken = [p.name for p in NETNS_DIR.iterdir()] if NETNS_DIR.is_dir() else []
     state = State(
         directory,

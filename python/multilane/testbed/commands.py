@@ -93,6 +93,10 @@ def _print_status(bed: Testbed, ctx: Context) -> None:
             + (f" flow {format_rate(w[d]['flow_rate_bps'])}" if w[d]["flow_rate_bps"] else "")
             for d in ("ab", "ba")
         )
+        props += "".join(
+            f"; blackhole port {h['port']} after {h['after_bytes']} B"
+            for h in w.get("blackhole", [])
+        )
         proc = alive.get(w["name"])
         how = (
             "bridge stand-in (no delay, rate or loss)"

@@ -29,7 +29,9 @@ NETWORK_KEYS = ("mtu", "subnet", "tcp", "site", "wan")
 SITE_KEYS = ("name", "hosts", "nic_rate", "tcp")
 TCP_KEYS = ("rmem_max", "wmem_max", "congestion")
 LINK_KEYS = ("rate", "delay", "loss", "queue", "flow_rate", "flow_queue")
-WAN_KEYS = ("name", "sites", *LINK_KEYS, "ab", "ba")
+WAN_KEYS = ("name", "sites", *LINK_KEYS, "ab", "ba", "blackhole")
+BLACKHOLE_KEYS = ("port", "after")
+MAX_BLACKHOLES = 8  # mln-delayline's DL_MAX_BLACKHOLES
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,11}$")
 
@@ -195,6 +197,15 @@ class LinkProps:
 
 
 @dataclass(frozen=True)
+class Blackhole:
+    """The first TCP flow to `port` whose payload passes `after_bytes` is cut off by the delay
+    line: every later frame of it, both ways, dropped (mln-delayline --blackhole)."""
+
+    port: int
+    after_bytes: int
+
+
+@dataclass(frozen=True)
 class WanLink:
     """A WAN link between the switches of two sites; `ab` is the direction site_a -> site_b."""
 
@@ -204,6 +215,7 @@ class WanLink:
     site_b: str
     ab: LinkProps
     ba: LinkProps
+    blackhole: tuple[Blackhole, ...] = ()
 
     def delayline_args(self) -> list[str]:
         """The mln-delayline options for both directions (interfaces excluded)."""
@@ -218,6 +230,8 @@ class WanLink:
                 args += [f"--flow-rate{suffix}", format_rate(props.flow_rate_bps)]
         if self.ab.flow_queue_bytes is not None:
             args += ["--flow-queue", str(self.ab.flow_queue_bytes)]
+        for hole in self.blackhole:
+            args += ["--blackhole", f"{hole.port}:{hole.after_bytes}"]
         return args
 
 
@@ -321,6 +335,35 @@ class _Parser:
                 fields[f"{key}_bytes"] = self.size(raw, at, 2048)
         return LinkProps(**fields)
 
+    def blackholes(self, value: object, where: str) -> tuple[Blackhole, ...]:
+        """`blackhole = { port = 21000, after = "4MiB" }`, or an array of such tables."""
+        tables = [value] if isinstance(value, dict) else value
+        if not isinstance(tables, list) or not 1 <= len(tables) <= MAX_BLACKHOLES:
+            raise self.fail(
+                where,
+                f'expected a table {{ port = 21000, after = "4MiB" }} or an array of 1 to '
+                f"{MAX_BLACKHOLES} of them",
+            )
+        holes = []
+        for i, raw in enumerate(tables):
+            at = where if isinstance(value, dict) else f"{where}[{i}]"
+            table = self.table(raw, at, BLACKHOLE_KEYS)
+            port = table.get("port")
+            if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+                raise self.fail(f"{at}.port", f"expected a TCP port from 1 to 65535, got {port!r}")
+            if "after" not in table:
+                raise self.fail(
+                    f"{at}.after", "missing: the payload bytes the flow carries before it is cut"
+                )
+            after = parse_size(table["after"])
+            if after is None or after < 0:
+                raise self.fail(
+                    f"{at}.after",
+                    f"invalid size {table['after']!r} (expected bytes >= 0, e.g. 4194304 or 4MiB)",
+                )
+            holes.append(Blackhole(port, after))
+        return tuple(holes)
+
     def host_names(self, value: object, where: str, site: str) -> list[str]:
         if isinstance(value, int) and not isinstance(value, bool):
             if not 1 <= value <= MAX_HOSTS_PER_SITE:
@@ -423,7 +466,12 @@ class _Parser:
             ba = self.link_props(
                 self.table(table.get("ba", {}), f"{where}.ba", LINK_KEYS), f"{where}.ba", both
             )
-            links.append(WanLink(name, i, pair[0], pair[1], ab, ba))
+            holes = (
+                self.blackholes(table["blackhole"], f"{where}.blackhole")
+                if "blackhole" in table
+                else ()
+            )
+            links.append(WanLink(name, i, pair[0], pair[1], ab, ba, holes))
         return tuple(links)
 
 
