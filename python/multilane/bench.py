@@ -9,7 +9,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -17,9 +17,9 @@ from typing import Any
 
 from . import mpi as mpimod
 from . import paths
-from .benchmarks import Benchmark, get_benchmark
+from .benchmarks import Benchmark, get_benchmark, security_of
 from .context import Context
-from .errors import RunError, UsageError
+from .errors import MultilaneError, RunError, UsageError
 from .launchers import HOSTS_COMMANDS, LaunchCommand, launcher_for
 from .results import (
     SKIP_SCHEMA,
@@ -29,7 +29,7 @@ from .results import (
     read_json,
     write_result,
 )
-from .runner import run_streaming
+from .runner import RunResult, run_streaming
 from .testbed import launch as tblaunch
 from .testbed.launch import TestbedRun
 
@@ -46,6 +46,13 @@ EXIT_MEANING: Mapping[int, str] = MappingProxyType(
 # A program that cannot measure here (mln-matmul --gpu, mln-gpu-transfer without a GPU) exits
 # with the status Automake and CTest take for "skipped": neither a pass nor a failure.
 EXIT_SKIPPED = 77
+GB = 1e9  # bytes (docs/METRICS.md: decimal units)
+CPU_SCOPE = (
+    "user + system CPU time of the launcher and of every process it waited for (the ranks, "
+    "helper ranks, MPI daemons and proxies), for the whole run: start-up, every test and size, "
+    "warm-ups, data validation; per GB of the payload the tests moved between pair partners "
+    "(timed and warm-up iterations, GB = 10^9 B)"
+)
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,7 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     install = mpimod.resolve(request.mpi, ctx.root, ctx.env, bench.program)
     launcher = launcher_for(install.flavour, Path(install.prefix))
     option_args = bench.option_args(request.options)
+    request = with_option_env(request, bench)
     request, note = resolve_ranks(request)
     testbed = _testbed_run(request, ctx, bench.name)
     if testbed is not None:
@@ -208,8 +216,8 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
         raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
     check_tunables(ctx, install.name, request.env)
     where = request.transport if testbed is None else Path(testbed.scenario).stem
-    lanes = request.options.get("lanes")
-    label = request.label or "-".join(str(p) for p in (install.name, lanes, where) if p)
+    lanes, security = request.options.get("lanes"), request.options.get("security")
+    label = request.label or "-".join(str(p) for p in (install.name, lanes, security, where) if p)
     json_path = out_dir / f"{slug(label)}.json"
     program = paths.program_path(ctx.root, install.name, bench.program)
     meta = {
@@ -221,6 +229,8 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     }
     if "lanes" in request.options:
         meta["lanes"] = bench.options["lanes"].check(request.options["lanes"])
+    if "security" in bench.options:  # what the ranks run in: the option, the caller's, default
+        meta["link_security"] = security_of({**ctx.env, **request.env})
     if testbed is not None:
         meta["testbed"] = Path(testbed.scenario).stem
         meta["hosts"] = ",".join(testbed.placement.hosts)
@@ -244,6 +254,27 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     launch = LaunchCommand(launch.argv, {**request.env, **launch.env})
     log_path = json_path.with_suffix(".log")
     return PreparedRun(request, bench, install, label, json_path, log_path, launch, testbed, note)
+
+
+def with_option_env(request: BenchRequest, bench: Benchmark) -> BenchRequest:
+    """The request with the ranks' environment that its options set (stripe's security: the
+    MLN_LINK_* tunables) added to its env; UsageError when its env sets one of those
+    variables to another value."""
+    added: dict[str, str] = {}
+    for key, value in request.options.items():
+        option = bench.options.get(key)
+        if option is None or option.env is None:
+            continue
+        env = bench.option_env({key: value})
+        for name, text in env.items():
+            given = request.env.get(name, text)
+            if given != text:
+                raise UsageError(
+                    f"env sets {name}={given}, {key} = {value!r} sets {name}={text}: "
+                    "give one of them"
+                )
+        added.update(env)
+    return replace(request, env={**request.env, **added}) if added else request
 
 
 def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun | None:
@@ -300,8 +331,41 @@ class ProgressEcho:
         self._ctx.say(f"{self._prefix}{line}")
 
 
-def _finish_json(prepared: PreparedRun) -> tuple[dict[str, Any] | None, str]:
-    """Validate the program's JSON and add the launch provenance; (doc, problem)."""
+def _with_warmups(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The result with each row's iters raised by the warm-up iterations of a repetition
+    (params.warmup; "auto": max(1, iters / 10), as the harness does), so that payload_bytes
+    counts every iteration that moved data."""
+    warm = str(doc["provenance"]["params"].get("warmup", "auto"))
+
+    def more(iters: int) -> int:
+        return iters + (int(warm) if warm.isdigit() else max(1, iters // 10))
+
+    return {**doc, "rows": [{**row, "iters": more(int(row["iters"]))} for row in doc["rows"]]}
+
+
+def cpu_record(prepared: PreparedRun, doc: Mapping[str, Any], result: RunResult) -> dict[str, Any]:
+    """provenance.cpu: the run's CPU seconds (RunResult) and, for a benchmark whose payload
+    is known, the CPU seconds per GB it moved (cpu_s_per_gb; see CPU_SCOPE)."""
+    record: dict[str, Any] = {
+        "user_s": round(result.cpu_user_s, 3),
+        "sys_s": round(result.cpu_sys_s, 3),
+        "cpu_s": round(result.cpu_s, 3),
+    }
+    payload = prepared.benchmark.payload
+    try:
+        moved = tblaunch.payload_bytes(_with_warmups(doc), payload) if payload else 0
+    except (KeyError, TypeError, ValueError):  # a row without the column a factor names
+        moved = 0
+    if moved > 0:
+        record["payload_bytes"] = moved
+        record["cpu_s_per_gb"] = round(result.cpu_s / (moved / GB), 4)
+    record["scope"] = CPU_SCOPE
+    return record
+
+
+def _finish_json(prepared: PreparedRun, result: RunResult) -> tuple[dict[str, Any] | None, str]:
+    """Validate the program's JSON and add the launch provenance and the run's CPU time;
+    (doc, problem)."""
     path = prepared.json_path
     if not path.exists():
         return None, f"{prepared.benchmark.program} wrote no result file ({path})"
@@ -316,6 +380,7 @@ def _finish_json(prepared: PreparedRun) -> tuple[dict[str, Any] | None, str]:
         "argv": list(prepared.launch.argv),
         "env": dict(prepared.launch.env),
     }
+    doc["provenance"]["cpu"] = cpu_record(prepared, doc, result)
     write_result(path, doc)
     return doc, ""
 
@@ -363,7 +428,7 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
         )
     if result.returncode == EXIT_SKIPPED:
         return _skipped(prepared, echo.skip_reason, result.duration_s)
-    doc, problem = _finish_json(prepared)
+    doc, problem = _finish_json(prepared, result)
     if doc is not None and prepared.testbed is not None and not problem:
         problem = _prove_crossing(prepared, doc, wan_before)
     json_path = prepared.json_path if doc is not None else None
@@ -439,19 +504,46 @@ def make_results_dir(path: Path) -> None:
         raise RunError(f"cannot create {path}: {exc.strerror or exc}") from None
 
 
-def run_bench(
-    request: BenchRequest, ctx: Context, results_base: Path, copy_to: Path | None = None
-) -> RunOutcome:
-    """`multilane bench`: prepare (all checks), run, store, copy; RunError on failure."""
-    out_dir = new_results_dir(results_base, request.benchmark)
-    prepared = prepare(request, ctx, out_dir)  # every check, before any folder is made
+def run_benches(
+    requests: Sequence[BenchRequest],
+    ctx: Context,
+    results_base: Path,
+    copy_to: Path | None = None,
+) -> list[RunOutcome]:
+    """`multilane bench`: prepare (all checks), run, store, copy (`copy_to`: with one request
+    only, which the CLI checks before a test bed comes up).
+    One run per request (stripe --security none,auth,aead: one per mode): every run checked
+    before the first starts, all into one folder, each to its end even when one fails; with
+    several, then the folder's report (as `multilane run` makes it).  RunError at the end
+    when any run failed."""
+    out_dir = new_results_dir(results_base, requests[0].benchmark)
+    prepared = [prepare(r, ctx, out_dir) for r in requests]  # every check, before the folder
+    names = [p.json_path.name for p in prepared]
+    if len(set(names)) != len(names):
+        raise UsageError(f"two runs would write the same result file: {', '.join(names)}")
     make_results_dir(out_dir)
+    outcomes = []
+    for i, run in enumerate(prepared, 1):
+        prefix = None if len(prepared) == 1 else f"({i}/{len(prepared)} {run.tag}) "
+        outcomes.append(_bench_one(run, ctx, out_dir, copy_to, prefix))
+    if len(outcomes) > 1 and any(o.json_path is not None and not o.skipped for o in outcomes):
+        _report(out_dir, ctx)
+    failed = [o for o in outcomes if o.failed]
+    if failed:
+        raise RunError("; ".join(o.message for o in failed))
+    return outcomes
+
+
+def _bench_one(
+    prepared: PreparedRun, ctx: Context, out_dir: Path, copy_to: Path | None, prefix: str | None
+) -> RunOutcome:
+    """One run of `bench` with its progress and where its files went."""
     ranks = prepared.request.np
     ctx.say(f"multilane: {prepared.benchmark.name} on {prepared.tag}, {ranks} ranks")
     if prepared.note:
         ctx.say(f"multilane: {prepared.note}")
     ctx.say(f"multilane: {prepared.describe()}")
-    outcome = execute(prepared, ctx)
+    outcome = execute(prepared, ctx, prefix)
     if outcome.skipped:
         ctx.say(f"multilane: {outcome.message}")
         ctx.say(f"multilane: skip record: {paths.display(outcome.json_path or out_dir)}")
@@ -464,6 +556,15 @@ def run_bench(
             shutil.copyfile(outcome.json_path, copy_to)
             ctx.say(f"multilane: copied to {paths.display(copy_to)}")
     ctx.say(f"multilane: log: {paths.display(outcome.log_path)}")
-    if not outcome.ok:
-        raise RunError(outcome.message)
     return outcome
+
+
+def _report(out_dir: Path, ctx: Context) -> None:
+    """The report of a folder of several runs, printed (a failure to make it is a note)."""
+    from .experiment import print_report  # noqa: PLC0415 - matplotlib only when needed
+    from .report import make_report  # noqa: PLC0415
+
+    try:
+        print_report(make_report(out_dir), ctx)
+    except MultilaneError as exc:
+        ctx.say(f"multilane: report failed: {exc}")

@@ -29,6 +29,17 @@ LANES_HELP = (
     "ranks per host)"
 )
 _LANES = re.compile(r"(stock|mpi|(mpi|tcp|helper):([1-9][0-9]*))")
+# The link security of the tcp lanes (src/link/): MLN_LINK_SECURITY, and MLN_LINK_PAYLOAD_MAC
+# for auth+mac.  Ordered from the least to the most protection (reports list them so).
+SECURITY_MODES = ("none", "auth", "auth+mac", "aead")
+DEFAULT_SECURITY = "auth"  # MLN_LINK_SECURITY's default in the library
+SECURITY_VAR = "MLN_LINK_SECURITY"
+PAYLOAD_MAC_VAR = "MLN_LINK_PAYLOAD_MAC"
+SECURITY_HELP = (
+    "link security of the tcp lanes: auth (the library's default: handshake, headers MACed), "
+    "auth+mac (payloads MACed too), aead (every frame encrypted), none (no protection)"
+)
+_TRUE = ("1", "yes", "true", "on", "y")  # the library's spellings of a true boolean tunable
 
 
 def _positive_int(value: object) -> str:
@@ -130,6 +141,38 @@ def _lanes(value: object) -> str:
     return str(parse_lanes(value))
 
 
+def parse_security(value: object) -> str:
+    """One link-security mode (auth, auth+mac, aead, none); ValueError otherwise."""
+    text = value.strip() if isinstance(value, str) else ""
+    if text not in SECURITY_MODES:
+        raise ValueError(f"invalid security mode {value!r} (expected auth, auth+mac, aead or none)")
+    return text
+
+
+def parse_security_list(value: str) -> tuple[str, ...]:
+    """Modes separated by commas, each once: "none,auth,aead" -> one run per mode."""
+    modes = tuple(parse_security(item) for item in value.split(","))
+    repeated = next((m for i, m in enumerate(modes) if m in modes[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"security mode {repeated} is given twice")
+    return modes
+
+
+def security_env(mode: str) -> dict[str, str]:
+    """The ranks' environment of a mode: both variables, so that a caller's
+    MLN_LINK_PAYLOAD_MAC=1 cannot turn auth into auth+mac unseen."""
+    base, _, mac = parse_security(mode).partition("+")
+    return {SECURITY_VAR: base, PAYLOAD_MAC_VAR: "1" if mac else "0"}
+
+
+def security_of(env: Mapping[str, str]) -> str:
+    """The mode the ranks run in with this environment (the library's defaults for what it
+    does not set): what a stripe result records as meta.link_security."""
+    base = env.get(SECURITY_VAR, "").strip().lower() or DEFAULT_SECURITY
+    mac = env.get(PAYLOAD_MAC_VAR, "").strip().lower() in _TRUE
+    return f"{base}+mac" if base == "auth" and mac else base
+
+
 def _zero_one(value: object) -> str:
     if value in (0, 1, "0", "1") and not isinstance(value, float):
         return str(int(value))  # True and False are 1 and 0
@@ -153,19 +196,31 @@ def _stripe_helpers(options: Mapping[str, object]) -> int:
 @dataclass(frozen=True)
 class Option:
     """One program option: its flag and a checker that returns the argument text.  A
-    `switch` takes no argument: its checker answers "1" (pass the flag) or "0" (leave it out)."""
+    `switch` takes no argument: its checker answers "1" (pass the flag) or "0" (leave it out).
+    An option with `env` is no program flag: it sets the ranks' environment (the tunables the
+    library reads at mln_init), `env(text)` being the variables; its `flag` is the one of
+    `multilane bench`."""
 
     flag: str
     check: Callable[[object], str]
     help: str
     switch: bool = False
+    env: Callable[[str], Mapping[str, str]] | None = None
 
     def args(self, value: object) -> list[str]:
         """The program arguments for one value (ValueError when it is bad)."""
         text = self.check(value)
+        if self.env is not None:
+            return []
         if self.switch:
             return [self.flag] if text == "1" else []
         return [self.flag, text]
+
+    def environment(self, value: object) -> dict[str, str]:
+        """The ranks' environment for one value ({} for a program flag; ValueError when the
+        value is bad)."""
+        text = self.check(value)
+        return dict(self.env(text)) if self.env is not None else {}
 
 
 @dataclass(frozen=True)
@@ -199,6 +254,19 @@ class Benchmark:
             except ValueError as exc:
                 raise UsageError(f"{where}{key}: {exc}") from None
         return args
+
+    def option_env(self, values: Mapping[str, object]) -> dict[str, str]:
+        """The ranks' environment that option values set (options with `env`); call
+        option_args first: it names an unknown option or a bad value."""
+        env: dict[str, str] = {}
+        for key, value in values.items():
+            option = self.options.get(key)
+            if option is not None and option.env is not None:
+                try:
+                    env.update(option.environment(value))
+                except ValueError as exc:
+                    raise UsageError(f"{key}: {exc}") from None
+        return env
 
 
 def _sweep_options(example: str) -> dict[str, Option]:
@@ -238,6 +306,7 @@ STRIPE = Benchmark(
     options=MappingProxyType(
         {
             "lanes": Option("--lanes", _lanes, LANES_HELP),
+            "security": Option("--security", parse_security, SECURITY_HELP, env=security_env),
             "local": Option("--local", _zero_one, "1: stripe between ranks of one host too"),
             **_sweep_options("100K,1M,10M"),
             "tests": Option(

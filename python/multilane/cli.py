@@ -8,18 +8,29 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import NoReturn
 
 from . import __version__, paths
 from . import mpi as mpimod
-from .bench import DEFAULT_TIMEOUT_S, EXIT_SKIPPED, BenchRequest, resolve_ranks, run_bench
+from .bench import (
+    DEFAULT_TIMEOUT_S,
+    EXIT_SKIPPED,
+    BenchRequest,
+    resolve_ranks,
+    run_benches,
+    with_option_env,
+)
 from .benchmarks import (
     BENCHMARKS,
+    DEFAULT_SECURITY,
     LANES_HELP,
+    SECURITY_HELP,
     get_benchmark,
     parse_lanes,
+    parse_security_list,
     placement_text,
 )
 from .context import Context
@@ -74,6 +85,13 @@ def _size_spec(text: str) -> str:
 def _lanes(text: str) -> str:
     try:
         return str(parse_lanes(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _security_list(text: str) -> tuple[str, ...]:
+    try:
+        return parse_security_list(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -163,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"timed repetitions per size (exec: runs per mode, default {EXEC_DEFAULT_REPS})",
     )
     bench.add_argument("--lanes", type=_lanes, metavar="SPEC", help=f"stripe: {LANES_HELP}")
+    bench.add_argument(
+        "--security",
+        type=_security_list,
+        metavar="MODE[,MODE...]",
+        help=f"stripe: {SECURITY_HELP}; default: {DEFAULT_SECURITY} (the library's); several: "
+        "one run each, into one folder, then the report",
+    )
     for key, (_, metavar) in DIRECT_OPTIONS.items():
         owners = [b for b in BENCHMARKS.values() if key in b.options]
         bench.add_argument(
@@ -292,7 +317,8 @@ def cmd_exec(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_bench_exec(args: argparse.Namespace, ctx: Context) -> int:
-    given = [f"--{k}" for k in ("sizes", "lanes", *DIRECT_OPTIONS) if getattr(args, k) is not None]
+    keys = ("sizes", "lanes", "security", *DIRECT_OPTIONS)
+    given = [f"--{k}" for k in keys if getattr(args, k) is not None]
     if given:
         raise UsageError(f"bench exec times a whole program: {', '.join(given)} does not apply")
     request = ExecRequest(
@@ -326,6 +352,8 @@ def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
         return cmd_bench_exec(args, ctx)
     keys = ("sizes", "reps", "lanes", *DIRECT_OPTIONS)
     options = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if args.json is not None and args.security is not None and len(args.security) > 1:
+        raise UsageError("--json copies one result: give one --security mode with it")
     if args.scenario is not None:
         if args.transport == "shm" or args.np is not None:
             where = "to every host" if get_benchmark(args.name).every_host else "one host per site"
@@ -347,17 +375,31 @@ def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
         scenario=args.scenario,
         ppn=args.ppn,
     )
-    get_benchmark(args.name).option_args(options)  # before any test bed is brought up
-    resolve_ranks(request)
-    results = args.results or paths.default_results_dir(ctx.root)
+    requests = [request]
+    if args.security is not None:  # one run per mode
+        several = len(args.security) > 1
+        requests = [
+            replace(
+                request,
+                options={**options, "security": mode},
+                label=f"{args.label}-{mode}" if args.label and several else args.label,
+            )
+            for mode in args.security
+        ]
+    bench = get_benchmark(args.name)
+    for each in requests:  # before any test bed is brought up
+        bench.option_args(each.options)
+        with_option_env(each, bench)
+        resolve_ranks(each)
+    results = (args.results or paths.default_results_dir(ctx.root)).resolve()
     if args.scenario is None:
-        outcome = run_bench(request, ctx, results.resolve(), args.json)
-        return EXIT_SKIPPED if outcome.skipped else 0
+        outcomes = run_benches(requests, ctx, results, args.json)
+        return EXIT_SKIPPED if all(o.skipped for o in outcomes) else 0
     from .testbed.commands import testbed_for  # noqa: PLC0415
 
     with testbed_for(args.scenario, ctx):
-        outcome = run_bench(request, ctx, results.resolve(), args.json)
-    return EXIT_SKIPPED if outcome.skipped else 0
+        outcomes = run_benches(requests, ctx, results, args.json)
+    return EXIT_SKIPPED if all(o.skipped for o in outcomes) else 0
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -30,6 +31,15 @@ class RunResult:
     duration_s: float
     log_path: Path
     aborted: str = ""  # why the watchdog stopped it ('' if it did not)
+    # CPU seconds (user, system) of the child and of every process it and its descendants
+    # waited for (getrusage RUSAGE_CHILDREN before and after): the launcher, its daemons and
+    # the ranks, whole run; not what outlived it, such as a daemon left behind.
+    cpu_user_s: float = 0.0
+    cpu_sys_s: float = 0.0
+
+    @property
+    def cpu_s(self) -> float:
+        return self.cpu_user_s + self.cpu_sys_s
 
 
 def _kill_group(pgid: int, sig: int) -> bool:
@@ -151,6 +161,7 @@ def run_streaming(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     deadline = None if timeout_s is None else start + timeout_s
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     splitter = _LineSplitter(on_line)
     try:
         proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
@@ -189,6 +200,15 @@ def run_streaming(
             splitter.close()
             proc.stdout.close()
     end_group(proc, pgid, pumped)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     timed_out, aborted = pumped.timed_out, pumped.aborted
     returncode = None if timed_out or aborted else proc.returncode
-    return RunResult(returncode, timed_out, time.monotonic() - start, log_path, aborted)
+    return RunResult(
+        returncode,
+        timed_out,
+        time.monotonic() - start,
+        log_path,
+        aborted,
+        max(0.0, after.ru_utime - before.ru_utime),
+        max(0.0, after.ru_stime - before.ru_stime),
+    )

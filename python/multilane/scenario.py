@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import mpi as mpimod
-from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, slug
+from .bench import DEFAULT_TIMEOUT_S, BenchRequest, resolve_ranks, slug, with_option_env
 from .benchmarks import BENCHMARKS, get_benchmark, placement_text
 from .errors import UsageError
 from .launchers import TRANSPORTS
@@ -171,6 +171,9 @@ class _Loader:
         options = {k: v for k, v in merged.items() if k not in RUN_KEYS}
         try:
             bench.option_args(options)
+            with_option_env(
+                BenchRequest(bench.name, options=options, env=merged.get("env", {})), bench
+            )
         except UsageError as exc:
             raise self.fail(where, str(exc)) from None
         return BenchRequest(
@@ -212,12 +215,13 @@ class _Loader:
 
 
 def _matrix_label(combo: Mapping[str, Any]) -> str:
-    """A run's label from its matrix values: 'openmpi-tcp', 'np4', 'openmpi-tcp:8', 'window16'."""
+    """A run's label from its matrix values: 'openmpi-tcp', 'np4', 'openmpi-tcp:8',
+    'tcp:8-aead', 'window16'."""
     parts = []
     for key, value in combo.items():
         if key in ("np", "hosts"):
             parts.append(f"{key}{value}")
-        elif key in MATRIX_KEYS or key == "lanes":
+        elif key in MATRIX_KEYS or key in ("lanes", "security"):
             parts.append(str(value))
         else:
             parts.append(f"{key}{value}")

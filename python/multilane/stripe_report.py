@@ -1,6 +1,7 @@
 """The striped point-to-point part of a report (benchmark `stripe`): the seed's Fig. 2
-(streaming bandwidth against message size, one line per MPI x lanes, iperf3 with 1 and 8
-streams as horizontal lines), bandwidth against the number of lanes, and a table of ratios.
+(streaming bandwidth against message size, one line per MPI x lanes x link-security mode,
+iperf3 with 1 and 8 streams as horizontal lines), bandwidth against the number of lanes, a
+table of ratios, and the link-security modes of one lanes spec side by side.
 
 Everything is computed from the result files and the test bed's check file
 (testbed-check.json, written by `multilane run` when the scenario sets testbed_check): no
@@ -17,7 +18,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from .benchmarks import Lanes, parse_lanes
+from .benchmarks import DEFAULT_SECURITY, SECURITY_MODES, Lanes, parse_lanes
 from .sizes import SizeSpecError, format_size, parse_size
 
 STREAM = "bw_Mbps"  # Mbit/s, higher is better
@@ -32,25 +33,33 @@ KIND_ORDER = ("stock", "mpi", "tcp", "helper")
 MPI_STYLES = ("-", "--", ":", "-.")
 KIND_MARKS = (("tcp", "o", "C0"), ("helper", "s", "C1"), ("mpi", "^", "C2"), ("stock", "*", "C3"))
 DPI = 110
+SECURITY_BASE = "none"  # the security ratios' reference: the same lanes without protection
 
 
 @dataclass(frozen=True)
 class StripeRun:
-    """One stripe result with its MPI and lanes, and its rows by message size."""
+    """One stripe result with its MPI, lanes and link-security mode (meta.link_security; ''
+    for a run that did not record one), its rows by message size, and the CPU seconds per GB
+    the CLI measured (provenance.cpu; None without)."""
 
     label: str
     mpi: str
     lanes: Lanes
     rows: dict[int, dict[str, Any]]
     params: dict[str, Any]
+    security: str = ""
+    cpu_s_per_gb: float | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.mpi} {self.lanes}"
+        """'openmpi tcp:8 aead': the mode is named for tcp lanes (the ones it protects), for
+        other lanes only when it is not the library's default."""
+        shown = self.lanes.kind == "tcp" or self.security != DEFAULT_SECURITY
+        return f"{self.mpi} {self.lanes}" + (f" {self.security}" if self.security and shown else "")
 
     @property
-    def key(self) -> tuple[str, str]:
-        return self.mpi, str(self.lanes)
+    def key(self) -> tuple[str, str, str]:
+        return self.mpi, str(self.lanes), self.security
 
     def value(self, metric: str, size: int | None) -> float | None:
         """The metric at a size, None when the run has no (positive) value there."""
@@ -68,12 +77,25 @@ def _lanes_key(lanes: Lanes) -> tuple[int, int]:
     return kind, lanes.count
 
 
+def _security_key(mode: str) -> int:
+    """Order of the modes: none, auth, auth+mac, aead; one not recorded ('') first."""
+    return SECURITY_MODES.index(mode) + 1 if mode in SECURITY_MODES else 0
+
+
+def _cpu_per_gb(prov: Mapping[str, Any]) -> float | None:
+    cpu = prov.get("cpu")
+    value = cpu.get("cpu_s_per_gb") if isinstance(cpu, dict) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+    return float(value) if ok else None
+
+
 def stripe_runs(runs: Sequence[Any]) -> tuple[list[StripeRun], list[str]]:
     """The stripe runs that say their MPI and lanes (meta, else params), ordered by MPI as
-    they first appear and then by lanes; notes on the others and on repeats (first kept)."""
+    they first appear, then by lanes and link-security mode; notes on the others and on
+    repeats (first kept)."""
     found: list[StripeRun] = []
     notes: list[str] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for run in runs:
         prov = run.doc["provenance"]
         meta, params = prov.get("meta", {}), prov.get("params", {})
@@ -87,15 +109,33 @@ def stripe_runs(runs: Sequence[Any]) -> tuple[list[StripeRun], list[str]]:
         if not mpi:
             notes.append(f"{run.label}: no MPI name in its meta: left out of the figures")
             continue
-        if (mpi, str(lanes)) in seen:
-            notes.append(f"{run.label}: {mpi} {lanes} again: only the first run is drawn")
-            continue
-        seen.add((mpi, str(lanes)))
+        security = meta.get("link_security", "")
+        if security not in ("", *SECURITY_MODES):
+            notes.append(f"{run.label}: unknown link security {security!r}: taken as not recorded")
+            security = ""
         rows = {int(row["bytes"]): row for row in run.doc["rows"]}
-        found.append(StripeRun(run.label, mpi, lanes, rows, params))
+        found_run = StripeRun(run.label, mpi, lanes, rows, params, security, _cpu_per_gb(prov))
+        if found_run.key in seen:
+            notes.append(f"{run.label}: {found_run.name} again: only the first run is drawn")
+            continue
+        seen.add(found_run.key)
+        found.append(found_run)
     mpis = list(dict.fromkeys(r.mpi for r in found))
-    found.sort(key=lambda r: (mpis.index(r.mpi), _lanes_key(r.lanes)))
+    found.sort(key=lambda r: (mpis.index(r.mpi), _lanes_key(r.lanes), _security_key(r.security)))
     return found, notes
+
+
+def sweep_runs(runs: Sequence[StripeRun]) -> list[StripeRun]:
+    """One run per MPI and lanes spec, for the comparisons across lanes: the one in the
+    library's default link security (or that recorded none), else the first.  Runs in other
+    modes are compared with it in the link-security table."""
+    chosen: dict[tuple[str, str], StripeRun] = {}
+    for run in runs:
+        key = (run.mpi, str(run.lanes))
+        default = run.security in ("", DEFAULT_SECURITY)
+        if key not in chosen or (default and chosen[key].security not in ("", DEFAULT_SECURITY)):
+            chosen[key] = run
+    return [r for r in runs if chosen[(r.mpi, str(r.lanes))] is r]
 
 
 def iperf_rates(checks: Sequence[dict[str, Any]]) -> dict[int, float]:
@@ -322,20 +362,156 @@ def statements(
     return lines
 
 
+# ---- link security: the modes of one lanes spec side by side -----------------------------
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    """The runs of one MPI and lanes spec in two or more link-security modes (in the order
+    of SECURITY_MODES), its MPI's stock run, and the stream sizes compared: the one nearest
+    10 MiB and the largest that every mode measured."""
+
+    mpi: str
+    lanes: Lanes
+    modes: dict[str, StripeRun]
+    stock: StripeRun | None
+    size: int | None
+    largest: int | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.mpi} {self.lanes}"
+
+    def bw(self, mode: str, size: int | None) -> float | None:
+        run = self.modes.get(mode)
+        return run.value(STREAM, size) if run is not None else None
+
+    def stock_bw(self, size: int | None) -> float | None:
+        return self.stock.value(STREAM, size) if self.stock is not None else None
+
+
+def security_groups(runs: Sequence[StripeRun]) -> list[SecurityGroup]:
+    """Every MPI x lanes spec that ran in two or more recorded modes, with its MPI's stock run
+    (the one sweep_runs keeps)."""
+    groups = []
+    for mpi in dict.fromkeys(r.mpi for r in runs):
+        mine = [r for r in runs if r.mpi == mpi]
+        stock = next((r for r in sweep_runs(mine) if r.lanes.kind == "stock"), None)
+        for lanes in dict.fromkeys(r.lanes for r in mine if r.lanes.kind != "stock"):
+            modes = {r.security: r for r in mine if r.lanes == lanes and r.security}
+            if len(modes) < 2:
+                continue
+            modes = dict(sorted(modes.items(), key=lambda m: _security_key(m[0])))
+            common = set.intersection(*(set(r.sizes(STREAM)) for r in modes.values()))
+            size = nearest_size(sorted(common), BANDWIDTH_SIZE)
+            groups.append(SecurityGroup(mpi, lanes, modes, stock, size, max(common, default=None)))
+    return groups
+
+
+def format_ratio(value: float | None) -> str:
+    """A ratio to 3 decimals (0.970x: enough to tell a 3% target)."""
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def _bandwidth_rows(modes: list[str], at: Any, prefix: str) -> list[tuple[str, Any]]:
+    """Rows (name, cell of a group) of the bandwidths at `at(group)` and their ratios (over
+    none where a mode is none)."""
+    rows: list[tuple[str, Any]] = [
+        (f"{prefix}stock [Mbit/s]", lambda g: format_number(g.stock_bw(at(g)))),
+    ]
+    for mode in modes:
+        rows.append((f"{prefix}{mode} [Mbit/s]", lambda g, m=mode: format_number(g.bw(m, at(g)))))
+    for mode in (m for m in modes if m != SECURITY_BASE and SECURITY_BASE in modes):
+        rows.append(
+            (
+                f"{prefix}{mode} / {SECURITY_BASE}",
+                lambda g, m=mode: format_ratio(_ratio(g.bw(m, at(g)), g.bw(SECURITY_BASE, at(g)))),
+            )
+        )
+    for mode in modes:
+        rows.append(
+            (
+                f"{prefix}{mode} / stock",
+                lambda g, m=mode: format_times(_ratio(g.bw(m, at(g)), g.stock_bw(at(g)))),
+            )
+        )
+    return rows
+
+
+def security_table(groups: list[SecurityGroup]) -> list[list[str]]:
+    """Rows of (quantity, one column per MPI x lanes spec): stream bandwidth of stock and of
+    each mode at the size nearest 10 MiB (no such size in any group: the largest), each mode
+    over none and over stock, the same at the largest size where it differs, and the CPU
+    seconds per GB of each run where recorded."""
+    modes = sorted({m for g in groups for m in g.modes}, key=_security_key)
+    near_10m = any(g.size is not None for g in groups)  # else only the largest size
+
+    def first(g: SecurityGroup) -> int | None:
+        return g.size if near_10m else g.largest
+
+    rows: list[tuple[str, Any]] = [
+        ("stream size used", lambda g: format_size(first(g) or 0) if first(g) else "-"),
+        *_bandwidth_rows(modes, first, ""),
+    ]
+    if any(g.largest != first(g) for g in groups):
+        rows.append(("largest size", lambda g: format_size(g.largest) if g.largest else "-"))
+        rows += _bandwidth_rows(modes, lambda g: g.largest, "largest: ")
+    runs = [r for g in groups for r in (g.stock, *g.modes.values()) if r is not None]
+    if any(r.cpu_s_per_gb is not None for r in runs):
+
+        def cpu(run: StripeRun | None) -> str:
+            value = run.cpu_s_per_gb if run is not None else None
+            return "-" if value is None else f"{value:.3g}"
+
+        rows.append(("stock CPU [s/GB]", lambda g: cpu(g.stock)))
+        rows += [(f"{m} CPU [s/GB]", lambda g, m=m: cpu(g.modes.get(m))) for m in modes]
+    return [[name, *(cell(g) for g in groups)] for name, cell in rows]
+
+
+def security_statements(groups: list[SecurityGroup]) -> list[str]:
+    """Per group, one sentence: each mode's bandwidth against none and stock, and its CPU."""
+    lines = []
+    for g in groups:
+        at = format_size(g.size or g.largest or 0)
+        size = g.size or g.largest
+        base, stock = g.bw(SECURITY_BASE, size), g.stock_bw(size)
+        parts = []
+        for mode in g.modes:
+            bw = g.bw(mode, size)
+            if bw is None:
+                continue
+            ratios = [] if mode == SECURITY_BASE or not base else [f"{bw / base:.3f}x none"]
+            ratios += [f"{bw / stock:.2f}x stock"] if stock else []
+            parts.append(
+                f"{mode} {format_number(bw)}" + (f" ({', '.join(ratios)})" if ratios else "")
+            )
+        if parts:
+            lines.append(f"{g.name} streams at {at} [Mbit/s]: {'; '.join(parts)}.")
+        cpu = [(m, r.cpu_s_per_gb) for m, r in g.modes.items() if r.cpu_s_per_gb is not None]
+        if cpu:
+            said = ", ".join(f"{m} {v:.3g} s" for m, v in cpu)
+            lines.append(f"{g.name}: CPU time per GB moved (whole run, all processes): {said}.")
+    return lines
+
+
 # ---- figures ----------------------------------------------------------------------------
 
 
-def _styles(runs: list[StripeRun]) -> dict[tuple[str, str], dict[str, Any]]:
-    """A colour per lanes spec and a line style per MPI, the same in every figure."""
+def _styles(runs: list[StripeRun]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """A colour per lanes spec and link-security mode, a line style per MPI, the same in
+    every figure."""
     from matplotlib import colormaps  # noqa: PLC0415
 
-    lanes = sorted({r.lanes for r in runs}, key=_lanes_key)
-    cmap = colormaps["tab10" if len(lanes) <= 10 else "tab20"]
-    colours = {str(lane): cmap(i % cmap.N) for i, lane in enumerate(lanes)}
+    kinds = sorted(
+        {(r.lanes, r.security) for r in runs},
+        key=lambda ls: (_lanes_key(ls[0]), _security_key(ls[1])),
+    )
+    cmap = colormaps["tab10" if len(kinds) <= 10 else "tab20"]
+    colours = {(str(lane), mode): cmap(i % cmap.N) for i, (lane, mode) in enumerate(kinds)}
     mpis = list(dict.fromkeys(r.mpi for r in runs))
     return {
-        (r.mpi, str(r.lanes)): {
-            "color": colours[str(r.lanes)],
+        r.key: {
+            "color": colours[(str(r.lanes), r.security)],
             "linestyle": MPI_STYLES[mpis.index(r.mpi) % len(MPI_STYLES)],
         }
         for r in runs
@@ -380,9 +556,9 @@ def plot_bandwidth(runs: list[StripeRun], iperf: dict[int, float], path: Path) -
                 ax.plot(xs, ys, marker="o", markersize=3, label=run.name, **styles[run.key])
         _iperf_lines(ax, iperf)
         _size_ticks(ax, sizes)
-        ax.set_ylim(bottom=0)
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
+    axes[0].set_ylim(bottom=0)  # once every panel is drawn: the shared top fits them all
     axes[0].set_ylabel("stream bandwidth [Mbit/s], median")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize="small")
@@ -392,7 +568,9 @@ def plot_bandwidth(runs: list[StripeRun], iperf: dict[int, float], path: Path) -
 
 
 def plot_lanes(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bool:
-    """Bandwidth at ~10 MiB against the number of parallel paths, a panel per MPI."""
+    """Bandwidth at ~10 MiB against the number of parallel paths, a panel per MPI (one run
+    per lanes spec: sweep_runs)."""
+    runs = sweep_runs(runs)
     summaries = [s for s in summarize(runs) if s.size is not None]
     if not summaries:
         return False
@@ -428,10 +606,10 @@ def plot_lanes(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bo
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
         ax.set_xlabel("parallel paths (tcp:N: N; helper:K: 2K+1; stock: 1)")
-        ax.set_ylim(bottom=0)
         ax.set_title(f"{summary.mpi}, stream at {format_size(summary.size or 0)}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
+    axes[0].set_ylim(bottom=0)  # once every panel is drawn: the shared top fits them all
     axes[0].set_ylabel("stream bandwidth [Mbit/s], median")
     fig.savefig(path, format="png")
     return True
@@ -474,13 +652,19 @@ def section(
     if plot_lanes(stripe, iperf, fig_b):
         images.append(fig_b)
         md += ["![stripe: stream bandwidth against the number of lanes](stripe-lanes.png)", ""]
-    summaries = summarize(stripe)
+    main = sweep_runs(stripe)  # one run per MPI x lanes: the default link security
+    summaries = summarize(main)
     header = ["quantity", *(s.mpi for s in summaries)]
     ratios = table(header, ratio_table(summaries, iperf), right=1)
     small_header = ["size", *(f"{s.mpi} striped / stock" for s in summaries)]
-    small_rows = small_sizes(stripe, threshold)
+    small_rows = small_sizes(main, threshold)
     small = table(small_header, small_rows, right=0) if small_rows else []
-    said = statements(summaries, stripe, iperf, threshold)
+    said = statements(summaries, main, iperf, threshold)
+    groups = security_groups(stripe)
+    security: list[str] = []
+    if groups:
+        security = table(["quantity", *(g.name for g in groups)], security_table(groups), right=1)
+        said += security_statements(groups)
     md += [
         "Streaming at the size nearest 10 MiB and ping-pong at the size nearest 1 MiB; "
         "best = the lanes spec with the highest bandwidth (lowest time); x = ratio.",
@@ -496,8 +680,21 @@ def section(
             *small,
             "",
         ]
+    if security:
+        md += [
+            "Link security of the lanes, side by side (MLN_LINK_SECURITY; auth+mac: "
+            "MLN_LINK_PAYLOAD_MAC=1): streaming bandwidth of each mode, over none (the same "
+            "lanes unprotected) and over stock MPI; the comparisons above take the library's "
+            f"default ({DEFAULT_SECURITY}). CPU [s/GB]: CPU time of all the run's processes "
+            "over the bytes it moved, whole run (provenance.cpu, docs/METRICS.md).",
+            "",
+            *security,
+            "",
+        ]
     md += [*(f"- {line}" for line in said)]
-    text = ["", "stripe: ratios", *ratios, "", "stripe: small messages", *small, *said]
+    text = ["", "stripe: ratios", *ratios, "", "stripe: small messages", *small]
+    text += ["", "stripe: link security", *security] if security else []
+    text += said
     return Section(md, images, text, notes)
 
 

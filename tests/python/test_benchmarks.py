@@ -20,7 +20,11 @@ from multilane.benchmarks import (
     STRIPE,
     Lanes,
     parse_lanes,
+    parse_security,
+    parse_security_list,
     placement_text,
+    security_env,
+    security_of,
 )
 from multilane.errors import UsageError
 from multilane.testbed.launch import payload_bytes
@@ -58,7 +62,8 @@ def test_options_match_program_help(name: str) -> None:
     program_flags = {
         flag for key, flags in sections.items() if key.endswith("options") for flag in flags
     }
-    cli_flags = {option.flag for option in bench.options.values()}
+    # an option with env sets the ranks' environment (stripe's security), no program flag
+    cli_flags = {option.flag for option in bench.options.values() if option.env is None}
     assert cli_flags == program_flags - HARNESS_ONLY
     tests = sections.get("tests", [])
     if "tests" not in bench.options:  # mln-matmul: one product, no tests to choose
@@ -157,6 +162,71 @@ def test_stripe_payload_factors() -> None:
         "rows": [row],
     }
     assert payload_bytes(doc, STRIPE.payload) == (1 << 20) * 2 * 3 * (2 + 3)
+
+
+# ---- stripe's link security: an option that sets the ranks' environment ------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "env"),
+    [
+        ("auth", {"MLN_LINK_SECURITY": "auth", "MLN_LINK_PAYLOAD_MAC": "0"}),
+        ("auth+mac", {"MLN_LINK_SECURITY": "auth", "MLN_LINK_PAYLOAD_MAC": "1"}),
+        ("aead", {"MLN_LINK_SECURITY": "aead", "MLN_LINK_PAYLOAD_MAC": "0"}),
+        (" none ", {"MLN_LINK_SECURITY": "none", "MLN_LINK_PAYLOAD_MAC": "0"}),
+    ],
+)
+def test_security_sets_the_ranks_environment(mode: str, env: dict[str, str]) -> None:
+    """No program argument: both variables, so that a caller's MLN_LINK_PAYLOAD_MAC=1 does
+    not turn auth into auth+mac; the mode read back from them is the one asked for."""
+    assert parse_security(mode) == mode.strip()
+    assert security_env(mode) == env
+    assert STRIPE.option_args({"security": mode, "lanes": "tcp:8"}) == ["--lanes", "tcp:8"]
+    assert STRIPE.option_env({"security": mode, "lanes": "tcp:8"}) == env
+    assert security_of(env) == mode.strip()
+
+
+@pytest.mark.parametrize(
+    ("env", "mode"),
+    [
+        ({}, "auth"),  # the library's default
+        ({"MLN_LINK_SECURITY": ""}, "auth"),
+        ({"MLN_LINK_PAYLOAD_MAC": "yes"}, "auth+mac"),
+        ({"MLN_LINK_SECURITY": "AEAD", "MLN_LINK_PAYLOAD_MAC": "1"}, "aead"),  # mac: auth only
+        ({"MLN_LINK_SECURITY": "none", "PATH": "/bin"}, "none"),
+    ],
+)
+def test_security_of_an_environment(env: dict[str, str], mode: str) -> None:
+    assert security_of(env) == mode
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("tls", "invalid security mode 'tls' (expected auth, auth+mac, aead or none)"),
+        ("auth,aead", "invalid security mode 'auth,aead'"),  # a list is the CLI's, one per run
+        ("", "invalid security mode ''"),
+        (1, "invalid security mode 1"),
+        ("Auth", "invalid security mode 'Auth'"),
+    ],
+)
+def test_security_refused(value: object, why: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_security(value)
+    assert why in str(info.value)
+    with pytest.raises(UsageError, match=r"^security: invalid security mode"):
+        STRIPE.option_args({"security": value})
+    with pytest.raises(UsageError, match=r"unknown option 'security' for pt2pt"):
+        BENCHMARKS["pt2pt"].option_args({"security": "auth"})
+
+
+def test_security_list() -> None:
+    assert parse_security_list("none,auth,aead") == ("none", "auth", "aead")
+    assert parse_security_list("auth+mac") == ("auth+mac",)
+    with pytest.raises(ValueError, match="security mode auth is given twice"):
+        parse_security_list("auth,aead,auth")
+    with pytest.raises(ValueError, match="invalid security mode ''"):
+        parse_security_list("auth,,aead")
 
 
 # ---- the broadcast benchmark's options (no build needed) --------------------------------

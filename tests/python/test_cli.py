@@ -275,6 +275,8 @@ def test_bench_stripe_flow(fake_root: Path, tmp_path: Path) -> None:
     doc = json.loads(copy.read_text())
     assert doc["provenance"]["meta"]["lanes"] == "helper:1"
     assert doc["provenance"]["meta"]["label"] == "openmpi-helper:1-shm"
+    assert doc["provenance"]["meta"]["link_security"] == "auth"  # the library's default
+    assert "MLN_LINK_SECURITY" not in doc["provenance"]["launch"]["env"]  # not set: default
     assert doc["provenance"]["params"]["local"] == "1"
     assert "-np 3" in " ".join(doc["provenance"]["launch"]["argv"])
 
@@ -305,6 +307,74 @@ def test_run_stripe_scenario(fake_root: Path) -> None:
     assert (folder / "stripe-bandwidth.png").exists() and (folder / "stripe-lanes.png").exists()
     md = (folder / "report.md").read_text()
     assert "best tcp:N / stock" in md and "8.00x" in md  # the fake streams 8x stock
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (
+            ["stripe", "--security", "tls"],
+            "argument --security: invalid security mode 'tls' (expected auth, auth+mac, aead "
+            "or none)",
+        ),
+        (["stripe", "--security", "auth,aead,auth"], "security mode auth is given twice"),
+        (["pt2pt", "--security", "aead"], "unknown option 'security' for pt2pt (known: sizes"),
+        (
+            ["stripe", "--security", "none,aead", "--json", "x.json"],
+            "--json copies one result: give one --security mode with it",
+        ),
+        (
+            ["exec", "--security", "aead", "--", "true"],
+            "bench exec times a whole program: --security does not apply",
+        ),
+    ],
+)
+def test_bench_security_bad_input(fake_root: Path, args: list[str], fragment: str) -> None:
+    _one_line_error(multilane(["bench", *args], clean_env(fake_root)), fragment)
+    assert not (fake_root / "results").exists()
+
+
+def test_bench_help_names_security() -> None:
+    proc = multilane(["bench", "--help"], clean_env())
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "--security MODE[,MODE...] stripe: link security of the tcp lanes: auth" in text
+    assert "default: auth (the library's); several: one run each" in text
+
+
+def test_bench_stripe_security_flow(fake_root: Path) -> None:
+    """--security none,auth,aead: one run per mode into one folder, the mode in each label,
+    in the ranks' environment (the fake streams slower as the mode protects more) and in
+    meta.link_security; the CPU time in provenance.cpu; then the report, modes side by side."""
+    fake = FAKE_STRIPE.replace("import json, sys", "import json, os, sys").replace(
+        "t, bw = 5000.0 + b / (16.0 * fast), 100.0 * fast",
+        "t, bw = 5000.0 + b / (16.0 * fast), 100.0 * fast * "
+        '{"none": 1.0, "auth": 0.99, "aead": 0.95}[os.environ["MLN_LINK_SECURITY"]]',
+    )
+    program = fake_root / "build" / "openmpi" / "bin" / "mln-stripe"
+    program.write_text(f"#!{sys.executable}\n{fake}")
+    args = ["stripe", "--lanes", "tcp:8", "--security", "none,auth,aead", "--sizes", "1M,10M"]
+    proc = multilane(["bench", *args, "--", "--local", "1"], clean_env(fake_root))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.count("multilane: stripe on openmpi/shm, 2 ranks") == 3
+    assert "(3/3 openmpi/shm) # verdict: PASS" in out
+    folder = next((fake_root / "results").iterdir())
+    names = sorted(p.name for p in folder.glob("*.json"))
+    modes = ("none", "auth", "aead")
+    assert names == sorted(f"openmpi-tcp_8-{m}-shm.json" for m in modes)
+    for mode in modes:
+        doc = json.loads((folder / f"openmpi-tcp_8-{mode}-shm.json").read_text())
+        prov = doc["provenance"]
+        assert prov["meta"]["link_security"] == mode
+        assert prov["meta"]["label"] == f"openmpi-tcp:8-{mode}-shm"
+        assert prov["launch"]["env"]["MLN_LINK_SECURITY"] == mode
+        assert prov["cpu"]["cpu_s"] >= 0 and prov["cpu"]["payload_bytes"] > 0
+        assert "cpu_s_per_gb" in prov["cpu"]
+    assert "stripe: link security" in out  # the report, printed
+    md = (folder / "report.md").read_text()
+    assert "| auth / none" in md and "0.990x" in md and "0.950x" in md
+    assert "openmpi tcp:8 streams at 10M [Mbit/s]: none 800; auth 792 (0.990x none); " in md
 
 
 # ---- the broadcast's options on the command line; testbed check --streams -----------------

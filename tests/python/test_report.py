@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from multilane import stripe_report
 from multilane.errors import MultilaneError
-from multilane.report import collect, make_report
+from multilane.report import Run, collect, make_report
 from multilane.results import ResultError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -204,6 +205,136 @@ def test_stripe_report_without_iperf3(fixtures: Path, tmp_path: Path) -> None:
     assert _cells(md, "best tcp:N / iperf3 8 streams") == ["-"]
     assert _cells(md, "best tcp:N / stock") == ["7.52x"]
     assert "## Test bed check" not in md and "iperf3 on the same test bed" not in md
+
+
+# ---- link security: the modes of tcp:8 side by side ---------------------------------------
+
+# (mpi, lanes, link security or None (not recorded), stream Mbit/s at 10M and at 64M,
+# CPU s/GB or None): a seed-000-like folder with a sweep in the default mode (auth) and tcp:8
+# in none, auth and aead, stock and tcp:8 in each MPI
+SECURE_RUNS = [
+    ("openmpi", "stock", "auth", 125.0, 126.0, 9.5),
+    ("openmpi", "tcp:16", "auth", 960.0, 965.0, 2.0),
+    ("openmpi", "tcp:8", "none", 950.0, 955.0, 1.25),
+    ("openmpi", "tcp:8", "auth", 940.0, 950.0, 1.5),
+    ("openmpi", "tcp:8", "aead", 880.0, 900.0, 2.75),
+    ("mpich", "stock", "auth", 130.0, 131.0, None),
+    ("mpich", "tcp:8", "none", 900.0, 905.0, None),
+    ("mpich", "tcp:8", "auth", 895.0, 900.0, None),
+    ("mpich", "tcp:8", "aead", 800.0, 810.0, None),
+]
+
+
+def _secure_dir(
+    fixtures: Path, folder: Path, runs: list[tuple[str, str, str | None, float, float, object]]
+) -> Path:
+    """Result files from the stripe fixture with a 64M row added, meta.link_security and
+    provenance.cpu (as the CLI writes them), one per (mpi, lanes, mode)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = json.loads((fixtures / "result-stripe-openmpi-tcp8.json").read_text())
+    big = {**base["rows"][-1], "bytes": 64 * 2**20}
+    base["rows"].append(big)
+    for n, (mpi, lanes, mode, bw10, bw64, cpu) in enumerate(runs):
+        doc = json.loads(json.dumps(base))
+        prov = doc["provenance"]
+        label = f"{mpi}-{lanes}" + (f"-{mode}" if lanes == "tcp:8" else "")
+        prov["meta"].update(mpi=mpi, lanes=lanes, label=label)
+        if mode is not None:
+            prov["meta"]["link_security"] = mode
+        if cpu is not None:
+            prov["cpu"] = {"cpu_s": 1.0, "payload_bytes": 10**9, "cpu_s_per_gb": cpu}
+        prov["params"]["lanes"] = lanes
+        prov["date"] = f"2026-11-22T17:{n:02d}:00Z"
+        for row in doc["rows"]:
+            b = {10 * 2**20: bw10, 64 * 2**20: bw64}.get(row["bytes"], row["bw_Mbps"])
+            row.update(bw_Mbps=b, bw_Mbps_min=b * 0.9, bw_Mbps_max=b)
+        (folder / f"{label.replace(':', '_')}.json").write_text(json.dumps(doc))
+    return folder
+
+
+def test_stripe_report_security_side_by_side(fixtures: Path, tmp_path: Path) -> None:
+    report = make_report(_secure_dir(fixtures, tmp_path / "r", SECURE_RUNS))
+    # three runs of openmpi tcp:8 are no repeats: their modes differ
+    assert not any("again" in note for note in report.notes), report.notes
+    md = report.markdown.read_text()
+    assert _cells(md, "quantity") == ["openmpi tcp:8", "mpich tcp:8"]
+    assert _cells(md, "stream size used") == ["10M", "10M"]
+    assert _cells(md, "stock [Mbit/s]") == ["125", "130"]
+    assert _cells(md, "none [Mbit/s]") == ["950", "900"]
+    assert _cells(md, "auth [Mbit/s]") == ["940", "895"]
+    assert _cells(md, "aead [Mbit/s]") == ["880", "800"]
+    assert _cells(md, "auth / none") == ["0.989x", "0.994x"]  # 940 / 950, 895 / 900
+    assert _cells(md, "aead / none") == ["0.926x", "0.889x"]
+    assert _cells(md, "aead / stock") == ["7.04x", "6.15x"]
+    assert _cells(md, "none / stock") == ["7.60x", "6.92x"]
+    # the largest size every mode measured, where it is not the 10 MiB one
+    assert _cells(md, "largest size") == ["64M", "64M"]
+    assert _cells(md, "largest: aead / none") == ["0.942x", "0.895x"]  # 900 / 955, 810 / 905
+    assert _cells(md, "largest: auth / stock") == ["7.54x", "6.87x"]
+    # CPU per GB where the CLI recorded it
+    assert _cells(md, "stock CPU [s/GB]") == ["9.5", "-"]
+    assert _cells(md, "aead CPU [s/GB]") == ["2.75", "-"]
+    assert (
+        "openmpi tcp:8 streams at 10M [Mbit/s]: none 950 (7.60x stock); auth 940 (0.989x none, "
+        "7.52x stock); aead 880 (0.926x none, 7.04x stock)." in md
+    )
+    assert "openmpi tcp:8: CPU time per GB moved (whole run, all processes): none 1.25 s, " in md
+    assert "stripe: link security" in report.text
+    # the comparisons across lanes take the default mode: tcp:8 auth, not none
+    assert _cells(md, "tcp:8 [Mbit/s]") == ["940", "895"]
+    assert _cells(md, "best tcp:N [Mbit/s]") == ["960 (tcp:16)", "895 (tcp:8)"]
+
+
+def test_stripe_series_name_their_mode(fixtures: Path, tmp_path: Path) -> None:
+    """Series labels: the mode of tcp lanes always; of other lanes when not the default; none
+    for a run that did not record one (an older result)."""
+    runs = [
+        *SECURE_RUNS[:3],
+        ("openmpi", "helper:2", "aead", 500.0, 500.0, None),
+        ("openmpi", "tcp:4", None, 700.0, 700.0, None),
+    ]
+    found, notes = stripe_report.stripe_runs(
+        [
+            Run(p.stem, p, json.loads(p.read_text()))
+            for p in sorted(_secure_dir(fixtures, tmp_path / "r", runs).glob("*.json"))
+        ]
+    )
+    assert notes == []
+    assert [r.name for r in found] == [
+        "openmpi stock", "openmpi tcp:4", "openmpi tcp:8 none", "openmpi tcp:16 auth",
+        "openmpi helper:2 aead",
+    ]  # fmt: skip
+    assert stripe_report.security_groups(found) == []  # tcp:8 ran in one mode only here
+    sweep = stripe_report.sweep_runs(found)
+    assert [r.name for r in sweep] == [r.name for r in found]
+
+
+def test_security_table_without_a_10_mib_size() -> None:
+    """Sizes far from 10 MiB (a short `bench --security` run): the table compares the largest
+    size, once, and a stock run's absence leaves its cells empty."""
+
+    def run(mode: str, bw: float) -> stripe_report.StripeRun:
+        rows = {4 << 20: {"bytes": 4 << 20, "bw_Mbps": bw}, 1 << 20: {"bytes": 1 << 20}}
+        lanes = stripe_report.parse_lanes("tcp:2")
+        return stripe_report.StripeRun(f"o-{mode}", "openmpi", lanes, rows, {}, mode, 2.5)
+
+    groups = stripe_report.security_groups([run("none", 5000.0), run("aead", 2500.0)])
+    assert [(g.name, g.size, g.largest, list(g.modes)) for g in groups] == [
+        ("openmpi tcp:2", None, 4 << 20, ["none", "aead"])
+    ]
+    rows = {r[0]: r[1] for r in stripe_report.security_table(groups)}
+    assert rows["stream size used"] == "4M" and "largest size" not in rows
+    assert rows["aead / none"] == "0.500x" and rows["aead / stock"] == "-"
+    assert rows["aead CPU [s/GB]"] == "2.5" and rows["stock CPU [s/GB]"] == "-"
+    assert stripe_report.security_statements(groups)[0] == (
+        "openmpi tcp:2 streams at 4M [Mbit/s]: none 5,000; aead 2,500 (0.500x none)."
+    )
+
+
+def test_stripe_report_without_security_modes(fixtures: Path, tmp_path: Path) -> None:
+    """Results that do not record a mode (before the link layer): no security table."""
+    md = make_report(_stripe_dir(fixtures, tmp_path / "r", STRIPE_RUNS)).markdown.read_text()
+    assert "Link security of the lanes" not in md and "/ none" not in md
 
 
 def test_stripe_next_to_pt2pt(fixtures: Path, results_dir: Path) -> None:

@@ -40,6 +40,22 @@ def test_exit_code_and_environment(tmp_path: Path) -> None:
     assert seen == ["hello"]
 
 
+def test_cpu_time_of_the_child_and_what_it_waited_for(tmp_path: Path) -> None:
+    """RunResult's CPU seconds: the child's own and those of a grandchild it waited for (as
+    mpirun waits for its ranks), not the runner's; a child that sleeps costs about none."""
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {spin!r}])\n{spin}"
+    result = run_streaming(_py(code), env=dict(os.environ), timeout_s=60, log_path=tmp_path / "c")
+    assert result.returncode == 0
+    assert 0.55 <= result.cpu_s < 5.0, result
+    assert result.cpu_s == result.cpu_user_s + result.cpu_sys_s
+    idle = run_streaming(
+        _py("import time\ntime.sleep(0.5)"), env=dict(os.environ), timeout_s=60,
+        log_path=tmp_path / "i",
+    )  # fmt: skip
+    assert idle.cpu_s < 0.4, idle  # the interpreter's start-up only
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

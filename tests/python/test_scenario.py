@@ -165,7 +165,8 @@ def test_network_scenario_rejects_local_keys(
 
 # ---- striped point-to-point: lanes in the matrix, helper ranks, the seed-000 scenarios ----
 
-SEED_LANES = ["stock", "mpi", "tcp:1", "tcp:2", "tcp:4", "tcp:8", "tcp:16", "helper:1", "helper:2"]
+SEED_LANES = ["stock", "mpi", "tcp:1", "tcp:2", "tcp:4", "tcp:16", "helper:1", "helper:2"]
+SEED_MODES = ["none", "auth", "aead"]  # tcp:8 in each, back to back per MPI
 
 
 def test_seed000_stripe_scenario() -> None:
@@ -173,9 +174,17 @@ def test_seed000_stripe_scenario() -> None:
     reference = load_scenario(REPO / "scenarios" / "wan-2site.toml")
     assert scenario.name == "seed000-stripe" and scenario.testbed_check
     assert scenario.network == reference.network
-    assert len(scenario.runs) == 18
+    assert len(scenario.runs) == 22
     expected = [f"{mpi}-{lanes}" for mpi in ("openmpi", "mpich") for lanes in SEED_LANES]
+    expected += [f"{mpi}-tcp:8-{mode}" for mpi in ("openmpi", "mpich") for mode in SEED_MODES]
     assert [r.label for r in scenario.runs] == expected
+    # every run names its link security: auth (the library's default) but for tcp:8's modes
+    modes = [(r.options["lanes"], r.options["security"]) for r in scenario.runs]
+    assert (
+        modes
+        == [(lanes, "auth") for lanes in SEED_LANES] * 2
+        + [("tcp:8", mode) for mode in SEED_MODES] * 2
+    )
     for run in scenario.runs:
         lanes = run.options["lanes"]
         helpers = int(lanes.split(":")[1]) if lanes.startswith("helper:") else 0
@@ -199,12 +208,12 @@ def test_seed000_stripe_variants(file: str, network: str) -> None:
     scenario = load_scenario(REPO / "scenarios" / f"{file}.toml")
     assert scenario.network == load_scenario(REPO / "scenarios" / f"{network}.toml").network
     assert scenario.testbed_check
-    lanes = [(r.mpi, r.options["lanes"], r.ppn) for r in scenario.runs]
+    lanes = [(r.mpi, r.options["lanes"], r.options["security"], r.ppn) for r in scenario.runs]
     assert lanes == [
-        (mpi, spec, 3 if spec == "helper:2" else 1)
+        (mpi, spec, "auth", 3 if spec == "helper:2" else 1)
         for mpi in ("openmpi", "mpich")
-        for spec in ("stock", "tcp:8", "tcp:16", "helper:2")
-    ]
+        for spec in ("stock", "tcp:16", "helper:2")
+    ] + [(mpi, "tcp:8", mode, 1) for mpi in ("openmpi", "mpich") for mode in SEED_MODES]
     assert parse_size_spec(scenario.runs[0].options["sizes"]) == [2**20, 10 * 2**20]
 
 
@@ -220,6 +229,52 @@ def test_lanes_matrix_local(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert [r.np for r in runs] == [2, 2, 4, 4]  # one host: a pair + K helpers
     assert runs[2].options == {"local": 1, "lanes": "helper:2", "window": 4}
+
+
+def test_security_matrix_labels(tmp_path: Path) -> None:
+    """security in the matrix: one run per mode, labelled by its value like lanes."""
+    path = _write(
+        tmp_path,
+        '[defaults]\nbenchmark = "stripe"\nmpi = "openmpi"\n'
+        '[matrix]\nlanes = ["tcp:8"]\nsecurity = ["none", "auth+mac", "aead"]\n',
+    )
+    runs = load_scenario(path).runs
+    assert [r.label for r in runs] == ["tcp:8-none", "tcp:8-auth+mac", "tcp:8-aead"]
+    assert [r.options["security"] for r in runs] == ["none", "auth+mac", "aead"]
+    assert all(r.env == {} for r in runs)  # the variables are set when the run is prepared
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        (
+            '[defaults]\nbenchmark = "stripe"\nmpi = "mpich"\n[matrix]\nsecurity = ["tls"]\n',
+            "matrix.security[0]",
+            "invalid security mode 'tls' (expected auth, auth+mac, aead or none)",
+        ),
+        (
+            '[[run]]\nbenchmark = "stripe"\nmpi = "mpich"\nsecurity = "auth,aead"\n',
+            "run[0]",
+            "security: invalid security mode 'auth,aead'",
+        ),
+        (
+            '[[run]]\nbenchmark = "stripe"\nmpi = "mpich"\nsecurity = "aead"\n'
+            'env = { MLN_LINK_SECURITY = "none" }\n',
+            "run[0]",
+            "env sets MLN_LINK_SECURITY=none, security = 'aead' sets MLN_LINK_SECURITY=aead",
+        ),
+        (
+            '[[run]]\nmpi = "mpich"\nsecurity = "aead"\n',
+            "run[0]",
+            "unknown option 'security' for pt2pt",
+        ),
+    ],
+)
+def test_security_bad(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_write(tmp_path, text))
+    message = str(info.value)
+    assert f": {where}: " in message and problem in message, message
 
 
 @pytest.mark.parametrize(
