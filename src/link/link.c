@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -50,15 +51,48 @@ mln_status_t mln_link_job_init(mln_link_job_t *j, const mln_config_t *cfg)
     *j = (mln_link_job_t){.mode = cfg->link_security,
                           .cipher = cfg->link_cipher,
                           .payload_mac = cfg->link_payload_mac};
+    unsigned char seed[crypto_kx_SEEDBYTES];
+    mln_status_t st;
+
     if (sodium_init() < 0) {
         MLN_ERROR("libsodium cannot start (sodium_init failed)");
         return MLN_ERR_SYS;
     }
-    return random_bytes(j->key, sizeof(j->key));
+    st = random_bytes(j->key, sizeof(j->key));
+    if (st == MLN_OK)
+        st = random_bytes(seed, sizeof(seed));
+    if (st == MLN_OK && crypto_kx_seed_keypair(j->pk, j->sk, seed) != 0)
+        st = MLN_ERR_SYS;
+    sodium_memzero(seed, sizeof(seed));
+    return st;
+}
+
+/* D of a link from rank src (the client) to rank dst (the server), on the side of rank `me`
+ * (src or dst); 0 when the other's public key is of no use. */
+static int pair_key(const mln_link_job_t *j, int src, int dst, unsigned char out[32])
+{
+    unsigned char rx[crypto_kx_SESSIONKEYBYTES], tx[crypto_kx_SESSIONKEYBYTES];
+    int ok;
+
+    memset(out, 0, 32);
+    if (j->pks == NULL)
+        return 1;
+    if (src < 0 || src >= j->nranks || dst < 0 || dst >= j->nranks || src == dst)
+        return 1; /* a hello naming no other rank of the job: refused by its parser anyway */
+    if (memcmp(j->pk, j->pks + 32 * (size_t)src, 32) == 0) /* we are src: the client */
+        ok = crypto_kx_client_session_keys(rx, tx, j->pk, j->sk, j->pks + 32 * (size_t)dst) == 0;
+    else /* we are dst: the server; the client's tx is our rx */
+        ok = crypto_kx_server_session_keys(tx, rx, j->pk, j->sk, j->pks + 32 * (size_t)src) == 0;
+    if (ok)
+        memcpy(out, tx, 32); /* client tx = server rx: swapped above so both call it tx */
+    sodium_memzero(rx, sizeof(rx));
+    sodium_memzero(tx, sizeof(tx));
+    return ok;
 }
 
 void mln_link_job_wipe(mln_link_job_t *j)
 {
+    free(j->pks);
     sodium_memzero(j, sizeof(*j));
 }
 
@@ -102,6 +136,7 @@ static void handshake_mac(const mln_link_t *l, const char *label, unsigned char 
     crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label) + 1);
     crypto_auth_hmacsha256_update(&st, l->hello, sizeof(l->hello));
     crypto_auth_hmacsha256_update(&st, l->nonce_l, sizeof(l->nonce_l));
+    crypto_auth_hmacsha256_update(&st, l->pair, sizeof(l->pair));
     crypto_auth_hmacsha256_final(&st, mac);
     sodium_memzero(&st, sizeof(st));
 }
@@ -117,6 +152,7 @@ static void link_key(mln_link_t *l)
     crypto_generichash_update(&st, (const unsigned char *)label, sizeof(label));
     crypto_generichash_update(&st, l->hello, sizeof(l->hello));
     crypto_generichash_update(&st, l->nonce_l, sizeof(l->nonce_l));
+    crypto_generichash_update(&st, l->pair, sizeof(l->pair));
     crypto_generichash_final(&st, k, sizeof(k));
     if (l->job->cipher == MLN_LINK_CIPHER_AES)
         crypto_aead_aes256gcm_beforenm((crypto_aead_aes256gcm_state *)(void *)l->state, k);
@@ -147,6 +183,10 @@ mln_status_t mln_link_hello_make(mln_link_t *l, const mln_link_job_t *j, const m
     memcpy(out + HELLO_JOB, j->id, MLN_LINK_ID_BYTES);
     st = random_bytes(out + HELLO_NONCE, MLN_LINK_NONCE_BYTES);
     memcpy(l->hello, out, MLN_LINK_HELLO_BYTES);
+    if (st == MLN_OK && !pair_key(j, h->src, h->dst, l->pair)) {
+        MLN_ERROR("link: no pair key with world rank %d (its public key is of no use)", h->dst);
+        st = MLN_ERR_DATA;
+    }
     return st;
 }
 
@@ -187,6 +227,9 @@ mln_status_t mln_link_challenge_make(mln_link_t *l, const mln_link_job_t *j,
     *l = (mln_link_t){.job = j};
     memcpy(l->hello, hello, MLN_LINK_HELLO_BYTES);
     st = random_bytes(l->nonce_l, sizeof(l->nonce_l));
+    if (st == MLN_OK &&
+        !pair_key(j, (int)get_u32(hello + HELLO_SRC), (int)get_u32(hello + HELLO_DST), l->pair))
+        st = MLN_ERR_DATA;
     memset(out, 0, MLN_LINK_CHALLENGE_BYTES);
     put_u32(out, LINK_CHALLENGE_MAGIC);
     memcpy(out + CHALLENGE_NONCE, l->nonce_l, MLN_LINK_NONCE_BYTES);

@@ -3,7 +3,11 @@
  * today, a gateway link of the relays later) needs to let no stranger in (docs/SECURITY.md).
  *
  *   job     a 32-byte key from getrandom at the root, shared over MPI at set-up (MPI is the
- *           trusted channel inside a job), and the mode every rank agreed on
+ *           trusted channel inside a job), the mode every rank agreed on, and every rank's
+ *           X25519 public key (crypto_kx; each keeps its secret key): the key of a link
+ *           needs the secret key of one of its two ranks besides the job key, so that whoever
+ *           reads the job key off MPI's wire (MPI's own TCP is not encrypted) can neither read
+ *           nor forge a lane
  *   link    one connection: a mutual challenge-response bound to the job, both ranks, the
  *           lane and the direction, which leaves both ends a key of this connection only
  *   frame   a header and a payload, sealed by the sender and opened by the receiver in
@@ -13,9 +17,11 @@
  * Handshake (connector C opens lane `lane` of `nlanes` from rank src to listener L, rank dst):
  *   C -> L  hello     {magic, version, mode, cipher, payload mac, lane, nlanes, src, dst,
  *                      job id, nonce_c}
- *   L -> C  challenge {magic, nonce_l, HMAC-SHA-256(K, "listener" | hello | nonce_l)}
- *   C -> L  response  {magic, HMAC-SHA-256(K, "connector" | hello | nonce_l)}
- * and both derive the link key BLAKE2b(K; "link" | hello | nonce_l).  Mode `none` sends the
+ *   L -> C  challenge {magic, nonce_l, HMAC-SHA-256(K, "listener" | hello | nonce_l | D)}
+ *   C -> L  response  {magic, HMAC-SHA-256(K, "connector" | hello | nonce_l | D)}
+ * where D is the crypto_kx session key of the pair (src the client, dst the server: what src's
+ * and dst's secret keys give with the other's public key), and both derive the link key
+ * BLAKE2b(K; "link" | hello | nonce_l | D).  Mode `none` sends the
  * hello alone (today's behaviour: the job id names the job, nothing is proven).
  *
  * Frames (modes auth and aead), nonce = {sequence number, part}:
@@ -64,6 +70,10 @@ typedef struct mln_link_job {
     int payload_mac; /* auth: the payload's integrity is checked too */
     unsigned char key[MLN_LINK_KEY_BYTES];
     unsigned char id[MLN_LINK_ID_BYTES]; /* public: names the job in hellos (derived from key) */
+    unsigned char pk[MLN_LINK_KEY_BYTES], sk[MLN_LINK_KEY_BYTES]; /* this rank's X25519 pair */
+    unsigned char *pks; /* every rank's public key (nranks x 32; NULL: no pair keys, as in the
+                         * fuzz targets, D is then all zero) */
+    int nranks;
 } mln_link_job_t;
 
 /* The fields of a hello, decoded. */
@@ -77,6 +87,7 @@ typedef struct mln_link_hello {
 typedef struct mln_link {
     const mln_link_job_t *job;
     unsigned char hello[MLN_LINK_HELLO_BYTES]; /* as sent / as received */
+    unsigned char pair[MLN_LINK_KEY_BYTES];    /* D: the two ranks' crypto_kx session key */
     unsigned char nonce_l[MLN_LINK_NONCE_BYTES];
     uint64_t seq;     /* the next frame's sequence number */
     uint64_t current; /* the sequence number of the frame whose head was opened last */
@@ -95,6 +106,11 @@ mln_status_t mln_link_job_share(mln_link_job_t *j, const mln_config_t *cfg, void
 void mln_link_job_wipe(mln_link_job_t *j);
 const char *mln_link_mode_name(int mode);
 const char *mln_link_cipher_name(int cipher);
+/* The AEAD the running job's tcp lanes seal their frames with, as the ranks agreed
+ * ("aes-256-gcm" or "chacha20-poly1305": MLN_LINK_CIPHER=auto resolved), "none" in mode none;
+ * NULL while no tcp lanes are open (before mln_init, another backend).  For reports
+ * (mln-stripe's params); defined in src/p2p/stripe_api.c, which owns the engine. */
+const char *mln_link_cipher_in_use(void);
 /* Bytes a frame carries beyond its header and payload: after the header, after the payload. */
 size_t mln_link_head_tag(const mln_link_job_t *j);
 size_t mln_link_body_tag(const mln_link_job_t *j);
@@ -120,7 +136,8 @@ mln_status_t mln_link_challenge_make(mln_link_t *l, const mln_link_job_t *j,
  * response in out and the link up, else 0. */
 int mln_link_challenge_check(mln_link_t *l, const unsigned char *in, size_t n,
                              unsigned char out[MLN_LINK_RESPONSE_BYTES]);
-/* Listener: checks the connector's response; 1 with the link up, else 0. */
+/* Listener: checks the connector's response; 1 with the link up, else 0.  (A hello whose
+ * pair key cannot be made, a public key of no use, fails challenge_make: MLN_ERR_DATA.) */
 int mln_link_response_check(mln_link_t *l, const unsigned char *in, size_t n);
 /* Mode none: no handshake, the link is up (frames pass as they are). */
 void mln_link_plain(mln_link_t *l, const mln_link_job_t *j);

@@ -1,7 +1,7 @@
 /*
  * link_job.c - the job's side of the link layer: the key travels from the root to every rank
- * over MPI (the trusted channel inside a job: whoever can read a rank's MPI traffic or memory
- * owns the job anyway, docs/SECURITY.md), and the ranks agree on the mode and the cipher.
+ * over MPI (the trusted channel inside a job, docs/SECURITY.md), every rank's X25519 public key
+ * to every rank, and the ranks agree on the mode and the cipher.
  */
 #include "link_int.h"
 
@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The public job id: BLAKE2b of the key, so that a hello names its job without showing it. */
@@ -30,7 +31,19 @@ mln_status_t mln_link_job_share(mln_link_job_t *j, const mln_config_t *cfg, void
 
     for (int i = 0; i < 3; i++)
         neg[i] = -mine[i];
-    if (MPI_Allreduce(mine, lo, 3, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS ||
+    int nranks = 0;
+
+    if (MPI_Comm_size(comm, &nranks) != MPI_SUCCESS)
+        return MLN_ERR_MPI;
+    j->pks = malloc((size_t)nranks * sizeof(j->pk));
+    j->nranks = nranks;
+    if (j->pks == NULL) {
+        MLN_ERROR("link: out of memory for %d public keys", nranks);
+        return MLN_ERR_NOMEM; /* (every rank needs as much: they all fail alike) */
+    }
+    if (MPI_Allgather(j->pk, (int)sizeof(j->pk), MPI_BYTE, j->pks, (int)sizeof(j->pk), MPI_BYTE,
+                      comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, lo, 3, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS ||
         MPI_Allreduce(neg, hi, 3, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS ||
         MPI_Bcast(j->key, (int)sizeof(j->key), MPI_BYTE, 0, comm) != MPI_SUCCESS) {
         MLN_ERROR("link: the job key could not be shared over MPI");

@@ -411,6 +411,8 @@ int mln_tcp_listen_port(const mln_stripe_t *s);
 int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world);
 /* The hello this rank would send on lane `lane` to peer_world (MLN_LINK_HELLO_BYTES, 72). */
 int mln_tcp_test_hello(mln_stripe_t *s, int peer_world, int lane, unsigned char *out);
+/* A lane to peer_world opened in the name of world rank `claimed` (tcp_conn.c says more). */
+int mln_tcp_test_impostor(mln_stripe_t *s, int peer_world, int claimed);
 /* 1 once our tcp lanes to peer are open and none failed; 0 while they are not. */
 int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
 

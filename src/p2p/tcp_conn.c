@@ -614,8 +614,8 @@ int mln_tcp_response_check(mln_stripe_t *s, tcp_in_t *in)
 
     if (!mln_link_response_check(&in->link, in->hb, MLN_LINK_RESPONSE_BYTES)) {
         inet_ntop(AF_INET, &in->addr, text, sizeof(text));
-        MLN_WARN("tcp: a connection from %s naming world rank %d lane %u does not prove this "
-                 "job's key (a replayed or forged hello): closed",
+        MLN_WARN("tcp: a connection from %s naming world rank %d lane %u does not prove the "
+                 "keys of this job and of that rank (a replayed or forged hello): closed",
                  text, in->hello.src, in->hello.lane);
         return 0;
     }
@@ -891,4 +891,45 @@ int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, 
         return -1;
     }
     return fd;
+}
+
+/* A rank that holds the job key but not `claimed`'s secret key opens a lane to peer_world in
+ * claimed's name: its hello, then (the challenge cannot be checked: the pair key differs) a
+ * response of zeros.  2 when the challenge did check (an impostor could go on), 1 when the
+ * listener closed the connection within 10 s, 0 when it did not, -1 when no connection. */
+int mln_tcp_test_impostor(mln_stripe_t *s, int peer_world, int claimed)
+{
+    const tcp_card_t *card = &s->tcp->cards[peer_world];
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = card->port,
+                             .sin_addr.s_addr = s->host_of[peer_world] == s->host_of[s->wrank]
+                                                    ? htonl(INADDR_LOOPBACK)
+                                                    : card->addrs[0]};
+    const mln_link_hello_t h = {
+        .lane = 0, .nlanes = (uint32_t)s->cfg->stripe_lanes, .src = claimed, .dst = peer_world};
+    const struct timeval wait = {.tv_sec = 10};
+    unsigned char hello[MLN_LINK_HELLO_BYTES], challenge[MLN_LINK_CHALLENGE_BYTES];
+    unsigned char resp[MLN_LINK_RESPONSE_BYTES] = {0}, b;
+    mln_link_t l;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = 0;
+
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) == -1 ||
+        mln_link_hello_make(&l, &s->tcp->job, &h, hello) != MLN_OK ||
+        send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
+        close(fd);
+        return -1;
+    }
+    if (recv(fd, challenge, sizeof(challenge), MSG_WAITALL) == sizeof(challenge)) {
+        if (mln_link_challenge_check(&l, challenge, sizeof(challenge), resp))
+            rc = 2;
+        (void)!send(fd, resp, sizeof(resp), MSG_NOSIGNAL);
+    }
+    if (rc == 0)
+        rc = recv(fd, &b, 1, 0) == 0 ? 1 : 0;
+    mln_link_wipe(&l);
+    close(fd);
+    return rc;
 }

@@ -14,10 +14,15 @@
  *             no wrong byte, in every mode (none: the frame checks catch that bit)
  *   mismatch  rank 1 asks for another mode than rank 0: mln_init fails on both ranks with
  *             MLN_ERR_CONFIG, no hang
+ *   impostor  (3 ranks) rank 2, which holds the job key, opens a lane to rank 1 in rank 0's
+ *             name while ranks 0 and 1 exchange striped messages: without rank 0's secret
+ *             key it cannot check rank 1's challenge nor answer it, rank 1 closes it, and the
+ *             exchange goes on whole
  * After tamper and forge, messages both ways (the mpi lanes now) must arrive whole.
  * Rank 0 prints "ok CASE (MODE)" or "FAIL ..."; a watchdog ends a hang with FAIL.
  */
 #include "multilane.h"
+#include "stripe_int.h" /* mln_tcp_test_impostor, mln_stripe_engine */
 
 #include <signal.h>
 #include <stdarg.h>
@@ -69,7 +74,7 @@ static void fill(uint8_t *b, int64_t n, int src, int round)
 /* Messages of `n` bytes both ways at once, checked: 1 when whole. */
 static int exchange(int64_t n, int round)
 {
-    const int peer = 1 - rank_;
+    const int peer = 1 - rank_; /* (ranks 0 and 1) */
     uint8_t *out = malloc((size_t)n), *in = malloc((size_t)n);
     mln_request_t reqs[2] = {MLN_REQUEST_NULL, MLN_REQUEST_NULL};
     MPI_Status st[2];
@@ -148,6 +153,29 @@ static void spoilt(const char *kase, const char *expect)
         exchange(4 * MIB + round - 1, round);
 }
 
+/* impostor: ranks 0 and 1 exchange for ~3 s while rank 2 tries. */
+static void impostor(void)
+{
+    int verdict_here = 1, rc = 1;
+
+    if (rank_ == 2) {
+        sleep(1); /* the lanes between 0 and 1 are up */
+        rc = mln_tcp_test_impostor(mln_stripe_engine(), 1, 0);
+        fprintf(stderr, "mpi_link: rank 2: impostor as rank 0 at rank 1: %s\n",
+                rc == 1   ? "closed by rank 1, as expected"
+                : rc == 2 ? "its challenge CHECKED"
+                : rc == 0 ? "not closed within 10 s"
+                          : "no connection");
+        if (rc != 1)
+            fail("impostor: %d", rc);
+    } else {
+        const double t0 = MPI_Wtime();
+        for (int round = 1; MPI_Wtime() - t0 < 3.0; round++)
+            verdict_here &= exchange(MIB + 7, 100 + round);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: mpi_link --mode auth|aead|none|auth+mac [--cipher aes|chacha] "
@@ -197,8 +225,8 @@ int main(int argc, char **argv)
         snprintf(spec, sizeof(spec), "%s:0:1048576", test);
         setenv("MLN_STRIPE_FAULT", spec, 1);
     }
-    if (size != 2) {
-        fail("needs 2 ranks");
+    if (size != (!strcmp(test, "impostor") ? 3 : 2)) {
+        fail("needs 2 ranks (impostor: 3)");
     } else if (!strcmp(test, "mismatch")) {
         rc = mln_init();
         if (rc != MLN_ERR_CONFIG)
@@ -210,6 +238,8 @@ int main(int argc, char **argv)
             const int64_t sizes[] = {1, 65 * 1024, 300000, 4 * MIB + 3, 17 * MIB};
             for (int k = 0; k < 5; k++)
                 exchange(sizes[k], k + 1);
+        } else if (!strcmp(test, "impostor")) {
+            impostor();
         } else if (!strcmp(test, "tamper") || !strcmp(test, "forge")) {
             spoilt(test, expect);
         } else {

@@ -295,7 +295,13 @@ def test_stranger(bed: tuple[dict[str, str], Path], tmp_path: Path, mpi: str) ->
         mode: re.search(rf"^multilane\[1\] warn \S+: tcp: a connection from .*{text}", out, re.M)
         for mode, text in (
             ("garbage", "that is not a lane of this job to this rank"),
-            ("replay", re.escape("does not prove this job's key (a replayed or forged hello)")),
+            (
+                "replay",
+                re.escape(
+                    "does not prove the keys of this job and of that rank "
+                    "(a replayed or forged hello)"
+                ),
+            ),
             ("hello", "no rank's address: closed unread"),
         )
     }
