@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 /* ---- accessors for the hooks ------------------------------------------------------------ */
 
@@ -39,6 +40,14 @@ int mln_bench_nranks(const mln_bench_t *b)
 uint64_t mln_bench_max_bytes(const mln_bench_t *b)
 {
     return b->sizes.count ? b->sizes.sizes[b->sizes.count - 1] : 0;
+}
+
+double mln_bench_cpu_per_iter(const mln_bench_t *b, const char *name)
+{
+    for (size_t j = 0; b->cpu_iter != NULL && j < b->desc->ntests; j++)
+        if (strcmp(b->desc->tests[j].name, name) == 0)
+            return b->cpu_iter[b->row * b->desc->ntests + j];
+    return -1.0;
 }
 
 double mln_bench_value_us(const mln_bench_t *b, uint64_t bytes, double seconds)
@@ -561,15 +570,19 @@ static mln_status_t bench_alloc(mln_bench_t *b)
     b->send = bench_buffer(send_len);
     b->recv = bench_buffer(recv_len);
     b->values = calloc((size_t)b->reps * d->ntests, sizeof(*b->values));
+    b->cpu = calloc((size_t)b->reps * d->ntests, sizeof(*b->cpu));
+    b->cpu_iter = calloc(nrows * d->ntests + 1, sizeof(*b->cpu_iter));
     b->row_iters = calloc(nrows, sizeof(*b->row_iters));
     b->row_columns = calloc(nrows * d->ncolumns + 1, sizeof(*b->row_columns));
     b->stats = calloc(nrows * d->ntests, sizeof(*b->stats));
     b->errors = calloc(nrows * d->ntests, sizeof(*b->errors));
     b->skipped = calloc(nrows * d->ntests, sizeof(*b->skipped));
-    if (!b->send || !b->recv || !b->values || !b->row_iters || !b->row_columns || !b->stats ||
-        !b->errors || !b->skipped)
+    if (!b->send || !b->recv || !b->values || !b->cpu || !b->cpu_iter || !b->row_iters ||
+        !b->row_columns || !b->stats || !b->errors || !b->skipped)
         return mln_bench_fail(b, "rank %d: cannot allocate buffers of %zu + %zu bytes", b->rank,
                               send_len, recv_len);
+    for (size_t k = 0; k < nrows * d->ntests; k++)
+        b->cpu_iter[k] = -1.0; /* no test ran yet */
     return MLN_OK;
 }
 
@@ -578,6 +591,8 @@ static void bench_free(mln_bench_t *b)
     free(b->send);
     free(b->recv);
     free(b->values);
+    free(b->cpu);
+    free(b->cpu_iter);
     free(b->row_iters);
     free(b->row_columns);
     free(b->stats);
@@ -609,8 +624,20 @@ static uint64_t slot_wrong(const mln_bench_plan_t *plan, const char *slot, uint6
     return wrong;
 }
 
+/* User + system CPU seconds of this process so far (all its threads). */
+static double bench_cpu_seconds(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0.0; /* cannot fail for RUSAGE_SELF and a valid pointer */
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
 /* Row i, test j, repetition `rep`: warm-up, timed loop and validation (see harness.h); the
- * value into b->values[j * reps + rep], the wrong bytes added to the cell's errors. */
+ * value into b->values[j * reps + rep], the CPU seconds of one iteration summed over ranks
+ * into b->cpu[j * reps + rep], the wrong bytes added to the cell's errors. */
 static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
                                   const mln_bench_plan_t *plan, int injector)
 {
@@ -619,7 +646,7 @@ static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
     int64_t iters = b->row_iters[i], warm = mln_iter_warmup(&b->rule, iters);
     mln_bench_op_t op = {
         .bytes = bytes, .plan = plan, .send = b->send, .recv = b->recv, .index = -1};
-    double t0, t, tmax, v;
+    double t0, t, tmax, v, c0, c, csum;
     mln_status_t st = MLN_OK;
 
     for (int k = 0; k < plan->send_slots; k++)
@@ -630,10 +657,12 @@ static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
     if (test->before_timed != NULL)
         MLN_CHECK(test->before_timed(b, &op), st, out);
     MLN_MPI_CHECK(MPI_Barrier(b->comm), st, out);
+    c0 = bench_cpu_seconds();
     t0 = MPI_Wtime();
     for (op.index = 0; op.index < iters; op.index++)
         MLN_CHECK(test->iter(b, &op), st, out);
     t = (MPI_Wtime() - t0) / (double)iters;
+    c = (bench_cpu_seconds() - c0) / (double)iters;
     if (test->after_timed != NULL)
         MLN_CHECK(test->after_timed(b, &op), st, out);
     if (injector == b->rank)
@@ -642,8 +671,10 @@ static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
         wrong += slot_wrong(plan, b->recv + k * bytes, bytes, rep, k);
     MLN_MPI_CHECK(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
     MLN_MPI_CHECK(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st, out);
+    MLN_MPI_CHECK(MPI_Allreduce(&c, &csum, 1, MPI_DOUBLE, MPI_SUM, b->comm), st, out);
     v = test->value(b, bytes, tmax);
     b->values[j * (size_t)b->reps + (size_t)rep] = isfinite(v) && v > 0 ? v : 0.0;
+    b->cpu[j * (size_t)b->reps + (size_t)rep] = isfinite(csum) && csum > 0 ? csum : 0.0;
     b->errors[i * b->desc->ntests + j] += wrong_all;
 out:
     return st;
@@ -668,9 +699,11 @@ static mln_status_t bench_run_row(mln_bench_t *b, size_t i, mln_bench_plan_t *pl
     uint64_t bytes = b->sizes.sizes[i], wrong;
     size_t nt = d->ntests, outer = d->interleave ? (size_t)b->reps : nt;
     size_t inner = d->interleave ? nt : (size_t)b->reps;
+    mln_stats_t cpu;
     int mine;
     mln_status_t st = MLN_OK;
 
+    b->row = i;
     for (size_t j = 0; j < nt; j++) {
         b->skipped[i * nt + j] = b->selected[j] && !test_runs_at(b, j, bytes);
         memset(&plans[j], 0, sizeof(plans[j]));
@@ -697,6 +730,8 @@ static mln_status_t bench_run_row(mln_bench_t *b, size_t i, mln_bench_plan_t *pl
         MLN_CHECK(mln_stats_compute(b->values + j * (size_t)b->reps, (size_t)b->reps,
                                     &b->stats[i * nt + j]),
                   st, out);
+        MLN_CHECK(mln_stats_compute(b->cpu + j * (size_t)b->reps, (size_t)b->reps, &cpu), st, out);
+        b->cpu_iter[i * nt + j] = cpu.median;
         wrong = b->errors[i * nt + j];
         b->total_errors += wrong;
         if (wrong > 0 && b->rank == 0)

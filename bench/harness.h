@@ -15,10 +15,12 @@
  * Per size, test and repetition the harness does, on every rank:
  *   fill send slots with the pattern (seed: rank, rep, size, slot)
  *   warm-up iterations; clear the receive slots; MPI_Barrier
- *   t0 = MPI_Wtime(); `iters` timed iterations; t = (MPI_Wtime() - t0) / iters
+ *   c0 = CPU time; t0 = MPI_Wtime(); `iters` timed iterations;
+ *   t = (MPI_Wtime() - t0) / iters; c = (CPU time - c0) / iters
  *   check every receive slot against its sender's pattern (wrong bytes; see mln_bench_plan_t)
- *   MPI_Allreduce(MAX) of t, MPI_Allreduce(SUM) of wrong bytes; metric = test->value(t)
- * and reports the median, min and max of the metric over the repetitions.  docs/METRICS.md
+ *   MPI_Allreduce(MAX) of t, MPI_Allreduce(SUM) of wrong bytes and of c; metric = test->value(t)
+ * and reports the median, min and max of the metric over the repetitions (and keeps the median
+ * of c for the columns: mln_bench_cpu_per_iter).  docs/METRICS.md
  * defines every rule.
  *
  * Exit codes of mln_bench_main: 0 pass, 1 wrong data, 2 usage or start-up error (one line on
@@ -118,7 +120,8 @@ typedef struct mln_bench_option {
 } mln_bench_option_t;
 
 /* An extra numeric column of every row (e.g. the effective window at this size), computed on
- * rank 0 after the size's tests ran. */
+ * every rank after the size's tests ran (rank 0 prints it).  A value that is not finite (NAN)
+ * means none at this size: the table prints "-" and the JSON row has no key. */
 typedef struct mln_bench_column {
     const char *name; /* row key in the JSON, column name in the table */
     const char *unit;
@@ -174,6 +177,16 @@ uint64_t mln_bench_max_bytes(const mln_bench_t *b);
  * out (setup only).
  */
 mln_status_t mln_bench_pairs(mln_bench_t *b, int *peer);
+
+/*
+ * CPU seconds of one timed iteration of test `name` at the size just run (for a column's value
+ * hook), summed over the ranks of the benchmark communicator: getrusage(RUSAGE_SELF) user +
+ * system time of each process (all its threads: a progress thread, the lanes' work) around
+ * the timed loop, divided by the iterations; the median over the repetitions.  Negative where
+ * the test did not run at that size (not selected, runs_at said no) or no size ran yet.
+ * Helper ranks (MLN_STRIPE_BACKEND=helper) are not in the communicator and not counted.
+ */
+double mln_bench_cpu_per_iter(const mln_bench_t *b, const char *name);
 
 /* A test's `value` when its metric is the iteration's time in microseconds. */
 double mln_bench_value_us(const mln_bench_t *b, uint64_t bytes, double seconds);

@@ -38,7 +38,10 @@ struct mln_bench {
     char *send, *recv;
 
     /* results: row i, test j at [i * ntests + j] (all ranks hold the same values) */
-    double *values; /* reps scratch */
+    double *values;   /* reps scratch */
+    double *cpu;      /* reps scratch: CPU seconds per iteration, sum over ranks */
+    double *cpu_iter; /* median of cpu (mln_bench_cpu_per_iter); < 0: the test did not run */
+    size_t row;       /* the row being run, or just run (the columns') */
     int64_t *row_iters;
     double *row_columns;
     mln_stats_t *stats;

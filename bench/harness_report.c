@@ -6,6 +6,7 @@
 #include "harness_int.h"
 #include "mln_core.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +69,13 @@ void mln_bench_report_row(const mln_bench_t *b, size_t i)
 
     printf("%*llu%*lld", W_BYTES, (unsigned long long)b->sizes.sizes[i], W_ITERS,
            (long long)b->row_iters[i]);
-    for (size_t c = 0; c < d->ncolumns; c++)
-        printf("%*.6g", col_width(d->columns[c].name, 0), b->row_columns[i * d->ncolumns + c]);
+    for (size_t c = 0; c < d->ncolumns; c++) {
+        const double v = b->row_columns[i * d->ncolumns + c];
+        if (isfinite(v))
+            printf("%*.6g", col_width(d->columns[c].name, 0), v);
+        else /* no value at this size (mln_bench_column_t) */
+            printf("%*s", col_width(d->columns[c].name, 0), "-");
+    }
     for (size_t j = 0; j < d->ntests; j++) {
         if (!b->selected[j])
             continue;
@@ -129,8 +135,11 @@ static void json_rows(FILE *fp, const void *arg)
                 (unsigned long long)b->sizes.sizes[i], (long long)b->row_iters[i],
                 (unsigned long long)errors);
         for (size_t c = 0; c < d->ncolumns; c++) {
+            const double v = b->row_columns[i * d->ncolumns + c];
+            if (!isfinite(v))
+                continue; /* no value at this size: no key */
             fprintf(fp, ", \"%s\": ", d->columns[c].name);
-            mln_json_write_number(fp, b->row_columns[i * d->ncolumns + c]);
+            mln_json_write_number(fp, v);
         }
         for (size_t j = 0; j < d->ntests; j++) {
             const mln_stats_t *s = &b->stats[i * d->ntests + j];

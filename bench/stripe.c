@@ -20,11 +20,19 @@
  *   overlap   as stream, with --compute-us of work (a sleep) between posting and waiting
  *                                                               overlap_us = t * 1e6
  * W = min(--window, max(1, --window-bytes / bytes)).  The ack is plain MPI in every mode.
+ *
+ * Column stream_cpu_s_per_GB: the CPU seconds of all ranks (user + system, every thread) of one
+ * stream iteration (median over the repetitions, mln_bench_cpu_per_iter) over the GB it moves,
+ * pairs * W * bytes / 10^9: the cost of the transport, link security included, per byte.  The
+ * params name the link layer: link_security, link_payload_mac and link_cipher (the AEAD the
+ * tcp lanes agreed on; without tcp lanes MLN_LINK_CIPHER as given).
  */
 #include "harness.h"
+#include "link/link.h"
 #include "mln_core.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +88,17 @@ static int stripe_window(const mln_bench_t *b, uint64_t bytes)
 static double stripe_window_column(const mln_bench_t *b, uint64_t bytes)
 {
     return stripe_window(b, bytes);
+}
+
+/* CPU seconds of all ranks per GB (10^9 B) the stream test moved at `bytes`; NAN (no value)
+ * where it did not run or moved nothing. */
+static double stripe_stream_cpu_column(const mln_bench_t *b, uint64_t bytes)
+{
+    const double cpu = mln_bench_cpu_per_iter(b, "stream");
+    const double moved =
+        (double)(mln_bench_nranks(b) / 2) * stripe_window(b, bytes) * (double)bytes;
+
+    return cpu >= 0 && moved > 0 ? cpu / (moved / 1e9) : NAN;
 }
 
 /* ---- transports --------------------------------------------------------------------------- */
@@ -358,6 +377,7 @@ static mln_status_t stripe_setup(mln_bench_t *b)
 {
     stripe_state_t *s = mln_bench_state(b);
     int stock = s->xport->post_send == stock_post_send;
+    const char *cipher;
     mln_status_t st = MLN_OK;
 
     MLN_CHECK(mln_bench_pairs(b, &s->peer), st, out);
@@ -373,6 +393,16 @@ static mln_status_t stripe_setup(mln_bench_t *b)
     MLN_CHECK(mln_bench_param_str(b, "stripe_chunk", mln_bench_tunable("MLN_STRIPE_CHUNK", "1M")),
               st, out);
     MLN_CHECK(mln_bench_param_str(b, "stripe_local", mln_bench_tunable("MLN_STRIPE_LOCAL", "0")),
+              st, out);
+    MLN_CHECK(
+        mln_bench_param_str(b, "link_security", mln_bench_tunable("MLN_LINK_SECURITY", "auth")), st,
+        out);
+    MLN_CHECK(
+        mln_bench_param_str(b, "link_payload_mac", mln_bench_tunable("MLN_LINK_PAYLOAD_MAC", "0")),
+        st, out);
+    cipher = mln_link_cipher_in_use();
+    MLN_CHECK(mln_bench_param_str(b, "link_cipher",
+                                  cipher ? cipher : mln_bench_tunable("MLN_LINK_CIPHER", "auto")),
               st, out);
     s->nreqs = s->window > 2 ? (int)s->window : 2;
     s->mpi_reqs = malloc((size_t)s->nreqs * sizeof(*s->mpi_reqs));
@@ -474,6 +504,7 @@ static const mln_bench_option_t stripe_options[] = {
 
 static const mln_bench_column_t stripe_columns[] = {
     {.name = "window", .unit = "msgs", .value = stripe_window_column},
+    {.name = "stream_cpu_s_per_GB", .unit = "s/GB", .value = stripe_stream_cpu_column},
 };
 
 static const mln_bench_desc_t stripe_desc = {

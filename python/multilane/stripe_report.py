@@ -22,6 +22,8 @@ from .benchmarks import DEFAULT_SECURITY, SECURITY_MODES, Lanes, parse_lanes
 from .sizes import SizeSpecError, format_size, parse_size
 
 STREAM = "bw_Mbps"  # Mbit/s, higher is better
+# mln-stripe's column: CPU seconds of all ranks per GB streamed at a size (timed loop only)
+STREAM_CPU = "stream_cpu_s_per_GB"
 PINGPONG = "time_us"  # one-way time, lower is better
 BANDWIDTH_SIZE = 10 * 2**20  # the "10 MB" of the ratios: the size nearest 10 MiB
 PINGPONG_SIZE = 2**20  # the "1 MB" ping-pong: the size nearest 1 MiB
@@ -389,6 +391,21 @@ class SecurityGroup:
     def stock_bw(self, size: int | None) -> float | None:
         return self.stock.value(STREAM, size) if self.stock is not None else None
 
+    def cpu(self, mode: str, size: int | None) -> float | None:
+        """CPU s/GB of a mode's stream at a size (the STREAM_CPU column; None without)."""
+        run = self.modes.get(mode)
+        return run.value(STREAM_CPU, size) if run is not None else None
+
+    def stock_cpu(self, size: int | None) -> float | None:
+        return self.stock.value(STREAM_CPU, size) if self.stock is not None else None
+
+    def has_stream_cpu(self) -> bool:
+        """Whether a run of the group measured its stream's CPU at the sizes compared."""
+        runs = [r for r in (self.stock, *self.modes.values()) if r is not None]
+        return any(
+            r.value(STREAM_CPU, s) is not None for r in runs for s in (self.size, self.largest)
+        )
+
 
 def security_groups(runs: Sequence[StripeRun]) -> list[SecurityGroup]:
     """Every MPI x lanes spec that ran in two or more recorded modes, with its MPI's stock run
@@ -411,6 +428,23 @@ def security_groups(runs: Sequence[StripeRun]) -> list[SecurityGroup]:
 def format_ratio(value: float | None) -> str:
     """A ratio to 3 decimals (0.970x: enough to tell a 3% target)."""
     return "-" if value is None else f"{value:.3f}x"
+
+
+def format_cpu(value: float | None) -> str:
+    """CPU seconds per GB to 3 significant digits."""
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _cpu_rows(modes: list[str], at: Any, prefix: str) -> list[tuple[str, Any]]:
+    """Rows (name, cell of a group) of the stream's CPU s/GB at `at(group)` (STREAM_CPU)."""
+    rows: list[tuple[str, Any]] = [
+        (f"{prefix}stock stream CPU [s/GB]", lambda g: format_cpu(g.stock_cpu(at(g)))),
+    ]
+    for mode in modes:
+        rows.append(
+            (f"{prefix}{mode} stream CPU [s/GB]", lambda g, m=mode: format_cpu(g.cpu(m, at(g))))
+        )
+    return rows
 
 
 def _bandwidth_rows(modes: list[str], at: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -441,10 +475,12 @@ def _bandwidth_rows(modes: list[str], at: Any, prefix: str) -> list[tuple[str, A
 def security_table(groups: list[SecurityGroup]) -> list[list[str]]:
     """Rows of (quantity, one column per MPI x lanes spec): stream bandwidth of stock and of
     each mode at the size nearest 10 MiB (no such size in any group: the largest), each mode
-    over none and over stock, the same at the largest size where it differs, and the CPU
-    seconds per GB of each run where recorded."""
+    over none and over stock, and the stream's CPU seconds per GB at that size (STREAM_CPU);
+    the same at the largest size where it differs.  Results without that column (older ones):
+    the CPU seconds per GB of each whole run instead, where the CLI recorded them."""
     modes = sorted({m for g in groups for m in g.modes}, key=_security_key)
     near_10m = any(g.size is not None for g in groups)  # else only the largest size
+    stream_cpu = any(g.has_stream_cpu() for g in groups)
 
     def first(g: SecurityGroup) -> int | None:
         return g.size if near_10m else g.largest
@@ -452,16 +488,17 @@ def security_table(groups: list[SecurityGroup]) -> list[list[str]]:
     rows: list[tuple[str, Any]] = [
         ("stream size used", lambda g: format_size(first(g) or 0) if first(g) else "-"),
         *_bandwidth_rows(modes, first, ""),
+        *(_cpu_rows(modes, first, "") if stream_cpu else []),
     ]
     if any(g.largest != first(g) for g in groups):
         rows.append(("largest size", lambda g: format_size(g.largest) if g.largest else "-"))
         rows += _bandwidth_rows(modes, lambda g: g.largest, "largest: ")
+        rows += _cpu_rows(modes, lambda g: g.largest, "largest: ") if stream_cpu else []
     runs = [r for g in groups for r in (g.stock, *g.modes.values()) if r is not None]
-    if any(r.cpu_s_per_gb is not None for r in runs):
+    if not stream_cpu and any(r.cpu_s_per_gb is not None for r in runs):
 
         def cpu(run: StripeRun | None) -> str:
-            value = run.cpu_s_per_gb if run is not None else None
-            return "-" if value is None else f"{value:.3g}"
+            return format_cpu(run.cpu_s_per_gb if run is not None else None)
 
         rows.append(("stock CPU [s/GB]", lambda g: cpu(g.stock)))
         rows += [(f"{m} CPU [s/GB]", lambda g, m=m: cpu(g.modes.get(m))) for m in modes]
@@ -487,11 +524,29 @@ def security_statements(groups: list[SecurityGroup]) -> list[str]:
             )
         if parts:
             lines.append(f"{g.name} streams at {at} [Mbit/s]: {'; '.join(parts)}.")
-        cpu = [(m, r.cpu_s_per_gb) for m, r in g.modes.items() if r.cpu_s_per_gb is not None]
-        if cpu:
-            said = ", ".join(f"{m} {v:.3g} s" for m, v in cpu)
-            lines.append(f"{g.name}: CPU time per GB moved (whole run, all processes): {said}.")
+        lines += _cpu_statements(g)
     return lines
+
+
+def _cpu_statements(g: SecurityGroup) -> list[str]:
+    """The group's CPU per GB: the stream's at the sizes compared where measured (STREAM_CPU),
+    else the whole run's (provenance.cpu)."""
+    if g.has_stream_cpu():
+        lines = []
+        for size in dict.fromkeys(s for s in (g.size, g.largest) if s is not None):
+            cpu = [(m, g.cpu(m, size)) for m in g.modes]
+            said = ", ".join(f"{m} {v:.3g} s" for m, v in cpu if v is not None)
+            if said:
+                lines.append(
+                    f"{g.name}: CPU time per GB streamed at {format_size(size)} "
+                    f"(timed loop, all ranks): {said}."
+                )
+        return lines
+    cpu_run = [(m, r.cpu_s_per_gb) for m, r in g.modes.items() if r.cpu_s_per_gb is not None]
+    if not cpu_run:
+        return []
+    said = ", ".join(f"{m} {v:.3g} s" for m, v in cpu_run)
+    return [f"{g.name}: CPU time per GB moved (whole run, all processes): {said}."]
 
 
 # ---- figures ----------------------------------------------------------------------------
@@ -681,12 +736,18 @@ def section(
             "",
         ]
     if security:
+        cpu_said = (
+            "stream CPU [s/GB]: CPU time of all ranks over the GB the stream test moved at "
+            f"that size, its timed loop only (column {STREAM_CPU}, docs/METRICS.md)"
+            if any(g.has_stream_cpu() for g in groups)
+            else "CPU [s/GB]: CPU time of all the run's processes over the bytes it moved, "
+            "whole run (provenance.cpu, docs/METRICS.md)"
+        )
         md += [
             "Link security of the lanes, side by side (MLN_LINK_SECURITY; auth+mac: "
             "MLN_LINK_PAYLOAD_MAC=1): streaming bandwidth of each mode, over none (the same "
             "lanes unprotected) and over stock MPI; the comparisons above take the library's "
-            f"default ({DEFAULT_SECURITY}). CPU [s/GB]: CPU time of all the run's processes "
-            "over the bytes it moved, whole run (provenance.cpu, docs/METRICS.md).",
+            f"default ({DEFAULT_SECURITY}). {cpu_said}.",
             "",
             *security,
             "",

@@ -331,6 +331,52 @@ def test_security_table_without_a_10_mib_size() -> None:
     )
 
 
+# stream CPU s/GB at 10M and at 64M (mln-stripe's column) per (mpi, lanes, mode) of SECURE_RUNS
+STREAM_CPU = {
+    ("openmpi", "stock", "auth"): (1.9, 1.8),
+    ("openmpi", "tcp:8", "none"): (0.45, 0.4),
+    ("openmpi", "tcp:8", "auth"): (0.47, 0.41),
+    ("openmpi", "tcp:8", "aead"): (1.65, 1.6),
+    ("mpich", "tcp:8", "aead"): (1.7, 1.62),
+}
+
+
+def test_stripe_report_prefers_the_stream_cpu_column(fixtures: Path, tmp_path: Path) -> None:
+    """Results with mln-stripe's stream_cpu_s_per_GB: the table and the sentences give the
+    stream's CPU per GB at 10 MiB and at the largest size, not the whole run's."""
+    folder = _secure_dir(fixtures, tmp_path / "r", SECURE_RUNS)
+    for path in folder.glob("*.json"):
+        doc = json.loads(path.read_text())
+        meta = doc["provenance"]["meta"]
+        cpu = STREAM_CPU.get((meta["mpi"], meta["lanes"], meta["link_security"]))
+        for row in doc["rows"] if cpu else []:
+            at = {10 * 2**20: cpu[0], 64 * 2**20: cpu[1]}
+            row["stream_cpu_s_per_GB"] = at.get(row["bytes"], 2.0)
+        if cpu and "cpu" in doc["provenance"]:
+            doc["provenance"]["cpu"]["cpu_s_per_gb"] = 77.7  # the whole run's: not shown
+        path.write_text(json.dumps(doc))
+    report = make_report(folder)  # the results are validated against the schema on the way
+    md = report.markdown.read_text()
+    assert _cells(md, "quantity") == ["openmpi tcp:8", "mpich tcp:8"]
+    assert _cells(md, "stock stream CPU [s/GB]") == ["1.9", "-"]
+    assert _cells(md, "none stream CPU [s/GB]") == ["0.45", "-"]
+    assert _cells(md, "auth stream CPU [s/GB]") == ["0.47", "-"]
+    assert _cells(md, "aead stream CPU [s/GB]") == ["1.65", "1.7"]
+    assert _cells(md, "largest: none stream CPU [s/GB]") == ["0.4", "-"]
+    assert _cells(md, "largest: aead stream CPU [s/GB]") == ["1.6", "1.62"]
+    assert "none CPU [s/GB]" not in md and "77.7" not in md  # no whole-run rows
+    assert "stream CPU [s/GB]: CPU time of all ranks over the GB the stream test moved" in md
+    assert (
+        "openmpi tcp:8: CPU time per GB streamed at 10M (timed loop, all ranks): none 0.45 s, "
+        "auth 0.47 s, aead 1.65 s." in md
+    )
+    assert (
+        "openmpi tcp:8: CPU time per GB streamed at 64M (timed loop, all ranks): none 0.4 s" in md
+    )
+    assert "mpich tcp:8: CPU time per GB streamed at 10M (timed loop, all ranks): aead 1.7 s." in md
+    assert "whole run, all processes" not in md
+
+
 def test_stripe_report_without_security_modes(fixtures: Path, tmp_path: Path) -> None:
     """Results that do not record a mode (before the link layer): no security table."""
     md = make_report(_stripe_dir(fixtures, tmp_path / "r", STRIPE_RUNS)).markdown.read_text()
