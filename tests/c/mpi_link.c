@@ -1,15 +1,16 @@
 /*
- * mpi_link.c - the tcp lanes' link layer (src/link, docs/SECURITY.md) under MPI, 2 ranks, one
- * case per run, in one mode (MLN_LINK_SECURITY auth, aead, none; auth+mac is auth with
- * MLN_LINK_PAYLOAD_MAC=1), optionally with one cipher (--cipher aes|chacha):
+ * mpi_link.c - the tcp lanes' link layer (src/link, docs/SECURITY.md) under MPI, 2 ranks (the
+ * impostor 3): `mpi_link CASE,CASE,...`, each case MODE[/CIPHER]:TEST[:EXPECT] between an
+ * mln_init and an mln_finalize of its own, MODE one of MLN_LINK_SECURITY's (auth, aead, none;
+ * auth+mac is auth with MLN_LINK_PAYLOAD_MAC=1), CIPHER aes or chacha (default auto):
  *
  *   transfer  striped messages of several sizes both ways, every byte checked
  *   tamper    MLN_STRIPE_FAULT=tamper on rank 0: one payload bit of a frame flips on the wire
- *             after sealing.  --expect refused (aead, auth+mac): rank 1's receive fails with
+ *             after sealing.  EXPECT refused (aead, auth+mac): rank 1's receive fails with
  *             MLN_ERR_DATA and every byte of its buffer is either untouched or right (no byte
- *             of the spoilt frame landed); --expect wrong (auth, none: the payload is not
+ *             of the spoilt frame landed); EXPECT wrong (auth, none: the payload is not
  *             protected there): the receive completes and the flipped bit is in the data,
- *             which proves that the fault does spoil the wire
+ *             which proves that the fault does spoil the wire (EXPECT wrong)
  *   forge     MLN_STRIPE_FAULT=forge: one header bit flips: the receive fails (MLN_ERR_DATA),
  *             no wrong byte, in every mode (none: the frame checks catch that bit)
  *   mismatch  rank 1 asks for another mode than rank 0: mln_init fails on both ranks with
@@ -19,7 +20,7 @@
  *             key it cannot check rank 1's challenge nor answer it, rank 1 closes it, and the
  *             exchange goes on whole
  * After tamper and forge, messages both ways (the mpi lanes now) must arrive whole.
- * Rank 0 prints "ok CASE (MODE)" or "FAIL ..."; a watchdog ends a hang with FAIL.
+ * Rank 0 prints "ok TEST (MODE...)" or "FAIL ..." per case; a watchdog ends a hang with FAIL.
  */
 #include "multilane.h"
 #include "stripe_int.h" /* mln_tcp_test_impostor, mln_stripe_engine */
@@ -192,59 +193,49 @@ static void impostor(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: mpi_link --mode auth|aead|none|auth+mac [--cipher aes|chacha] "
-                    "--test transfer|tamper|forge|mismatch [--expect refused|wrong]\n");
+    fprintf(stderr, "usage: mpi_link CASE[,CASE...]\n  CASE = MODE[/CIPHER]:TEST[:EXPECT], MODE "
+                    "auth|aead|none|auth+mac, CIPHER aes|chacha, TEST "
+                    "transfer|tamper|forge|mismatch|impostor, EXPECT refused|wrong\n");
     return 2;
 }
 
-int main(int argc, char **argv)
+/* One case, between mln_init and mln_finalize of its own (the library reads the tunables at
+ * mln_init); 0 when the case itself is malformed. */
+static int run_case(char *spec)
 {
-    const char *mode = NULL, *test = NULL, *expect = "refused", *cipher = NULL;
-    int size = 0;
+    char *mode = strtok(spec, ":"), *test = strtok(NULL, ":"), *expect = strtok(NULL, ":");
+    char *cipher = mode ? strchr(mode, '/') : NULL;
+    int size = 0, any = 0;
     mln_status_t rc;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mode"))
-            mode = argv[i + 1];
-        else if (!strcmp(argv[i], "--test"))
-            test = argv[i + 1];
-        else if (!strcmp(argv[i], "--expect"))
-            expect = argv[i + 1];
-        else if (!strcmp(argv[i], "--cipher"))
-            cipher = argv[i + 1];
-        else
-            return usage();
-    }
     if (mode == NULL || test == NULL)
-        return usage();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        return 0;
+    if (cipher != NULL)
+        *cipher++ = '\0';
+    if (expect == NULL)
+        expect = "refused";
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     snprintf(verdict, sizeof(verdict), "FAIL %s (%s): rank %d hangs\n", test, mode, rank_);
-    signal(SIGALRM, on_alarm);
     alarm(120);
-    setenv("MLN_STRIPE_BACKEND", "tcp", 1);
-    setenv("MLN_STRIPE_LANES", "4", 1);
-    setenv("MLN_STRIPE_LOCAL", "1", 1); /* ranks of one host stripe over loopback */
-    setenv("MLN_STRIPE_THRESHOLD", "64K", 1);
-    setenv("MLN_STRIPE_TIMEOUT", "5", 1);
     setenv("MLN_LINK_SECURITY", strncmp(mode, "auth", 4) ? mode : "auth", 1);
     setenv("MLN_LINK_PAYLOAD_MAC", strcmp(mode, "auth+mac") ? "0" : "1", 1);
-    if (cipher != NULL)
-        setenv("MLN_LINK_CIPHER", cipher, 1);
+    setenv("MLN_LINK_CIPHER", cipher ? cipher : "auto", 1);
     if (!strcmp(test, "mismatch") && rank_ == 1)
         setenv("MLN_LINK_SECURITY", strcmp(mode, "aead") ? "aead" : "auth", 1);
+    unsetenv("MLN_STRIPE_FAULT");
     if (rank_ == 0 && (!strcmp(test, "tamper") || !strcmp(test, "forge"))) {
-        char spec[64];
-        snprintf(spec, sizeof(spec), "%s:0:1048576", test);
-        setenv("MLN_STRIPE_FAULT", spec, 1);
+        char fault[64];
+        snprintf(fault, sizeof(fault), "%s:0:1048576", test);
+        setenv("MLN_STRIPE_FAULT", fault, 1);
     }
     if (size != (!strcmp(test, "impostor") ? 3 : 2)) {
-        fail("needs 2 ranks (impostor: 3)");
+        fail("%s needs %d ranks", test, !strcmp(test, "impostor") ? 3 : 2);
     } else if (!strcmp(test, "mismatch")) {
         rc = mln_init();
         if (rc != MLN_ERR_CONFIG)
             fail("mismatch: mln_init returned %s, expected MLN_ERR_CONFIG", mln_status_str(rc));
+        if (rc == MLN_OK)
+            mln_finalize();
     } else if ((rc = mln_init()) != MLN_OK) {
         fail("mln_init: %s", mln_status_str(rc));
     } else {
@@ -261,15 +252,34 @@ int main(int argc, char **argv)
         }
         mln_finalize();
     }
-    {
-        int any = 0;
-        MPI_Allreduce(&failed_, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (rank_ == 0)
-            printf("%s %s (%s%s%s)\n", any ? "FAIL" : "ok", test, mode, cipher ? ", " : "",
-                   cipher ? cipher : "");
-        failed_ = any;
-    }
+    MPI_Allreduce(&failed_, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank_ == 0)
+        printf("%s %s (%s%s%s%s%s)\n", any ? "FAIL" : "ok", test, mode, cipher ? ", " : "",
+               cipher ? cipher : "", strcmp(test, "tamper") ? "" : ", expect ",
+               strcmp(test, "tamper") ? "" : expect);
     alarm(0);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    int ok = 1;
+
+    if (argc != 2)
+        return usage();
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    signal(SIGALRM, on_alarm);
+    setenv("MLN_STRIPE_BACKEND", "tcp", 1);
+    setenv("MLN_STRIPE_LANES", "4", 1);
+    setenv("MLN_STRIPE_LOCAL", "1", 1); /* ranks of one host stripe over loopback */
+    setenv("MLN_STRIPE_THRESHOLD", "64K", 1);
+    setenv("MLN_STRIPE_TIMEOUT", "5", 1);
+    for (char *save = NULL, *c = strtok_r(argv[1], ",", &save); c && ok;
+         c = strtok_r(NULL, ",", &save))
+        ok = run_case(c);
+    if (!ok && rank_ == 0)
+        usage();
     MPI_Finalize();
-    return failed_ ? 1 : 0;
+    return failed_ || !ok ? 1 : 0;
 }
