@@ -242,7 +242,8 @@ int mln_link_challenge_check(mln_link_t *l, const unsigned char *in, size_t n,
 {
     unsigned char mac[MLN_LINK_MAC_BYTES];
 
-    if (n != MLN_LINK_CHALLENGE_BYTES || get_u32(in) != LINK_CHALLENGE_MAGIC)
+    if (n != MLN_LINK_CHALLENGE_BYTES || get_u32(in) != LINK_CHALLENGE_MAGIC ||
+        get_u32(in + 4) != 0) /* reserved: zero (no MAC covers it) */
         return 0;
     memcpy(l->nonce_l, in + CHALLENGE_NONCE, MLN_LINK_NONCE_BYTES);
     handshake_mac(l, "listener", mac);
@@ -259,7 +260,8 @@ int mln_link_response_check(mln_link_t *l, const unsigned char *in, size_t n)
 {
     unsigned char mac[MLN_LINK_MAC_BYTES];
 
-    if (n != MLN_LINK_RESPONSE_BYTES || get_u32(in) != LINK_RESPONSE_MAGIC)
+    if (n != MLN_LINK_RESPONSE_BYTES || get_u32(in) != LINK_RESPONSE_MAGIC ||
+        get_u32(in + 4) != 0) /* reserved: zero */
         return 0;
     handshake_mac(l, "connector", mac);
     if (crypto_verify_32(mac, in + RESPONSE_MAC) != 0)

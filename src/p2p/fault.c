@@ -17,6 +17,9 @@
  *                      an attacker on the path: aead and the payload MAC catch it, auth alone
  *                      and none cannot (docs/SECURITY.md)
  *   forge:LANE:BYTES   the same with one bit of the frame's header (its offset)
+ *   split:LANE:BYTES   the next frame on lane LANE with a payload tag (aead, payload MAC) goes
+ *                      out in two parts, the tag 0.2 s after the payload: its send must not
+ *                      complete (nor be freed) before the tag is out
  *
  * N counts from 1; each fault strikes once.
  */
@@ -29,7 +32,7 @@
 static int on_lane(mln_fault_kind_t kind)
 {
     return kind == MLN_FAULT_RESET || kind == MLN_FAULT_MUTE || kind == MLN_FAULT_TAMPER ||
-           kind == MLN_FAULT_FORGE;
+           kind == MLN_FAULT_FORGE || kind == MLN_FAULT_SPLIT;
 }
 
 mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
@@ -41,7 +44,7 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
     } kinds[] = {{"reset", MLN_FAULT_RESET, 2},   {"nak", MLN_FAULT_NAK, 1},
                  {"rabort", MLN_FAULT_RABORT, 2}, {"sabort", MLN_FAULT_SABORT, 2},
                  {"mute", MLN_FAULT_MUTE, 2},     {"tamper", MLN_FAULT_TAMPER, 2},
-                 {"forge", MLN_FAULT_FORGE, 2}};
+                 {"forge", MLN_FAULT_FORGE, 2},   {"split", MLN_FAULT_SPLIT, 2}};
     unsigned long long a = 0, b = 0;
     char name[16];
     int used = 0, got;
@@ -58,10 +61,11 @@ mln_status_t mln_fault_parse(const char *spec, int64_t lanes, mln_fault_t *out)
         *out = (mln_fault_t){.kind = kinds[i].kind, .n = a, .bytes = b, .armed = 1};
         return MLN_OK;
     }
-    MLN_ERROR("MLN_STRIPE_FAULT: invalid value '%s' (expected reset:LANE:BYTES, "
-              "mute:LANE:BYTES, tamper:LANE:BYTES or forge:LANE:BYTES with LANE below "
-              "MLN_STRIPE_LANES, nak:N, rabort:N:BYTES or sabort:N:BYTES with N >= 1)",
-              spec);
+    MLN_ERROR(
+        "MLN_STRIPE_FAULT: invalid value '%s' (expected reset:LANE:BYTES, "
+        "mute:LANE:BYTES, tamper:LANE:BYTES, forge:LANE:BYTES or split:LANE:BYTES with LANE below "
+        "MLN_STRIPE_LANES, nak:N, rabort:N:BYTES or sabort:N:BYTES with N >= 1)",
+        spec);
     return MLN_ERR_CONFIG;
 }
 

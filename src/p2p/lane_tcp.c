@@ -158,12 +158,24 @@ static int chunk_seal(mln_stripe_t *s, tcp_out_t *o, tcp_chunk_t *c)
     return 1;
 }
 
+/* Payload bytes of a frame {head, len, total bytes on the wire} counted once `sent` of it went
+ * out: those written, but the last one only when the whole frame is (see out_write). */
+static uint64_t payload_out(uint64_t sent, uint64_t head, uint64_t len, uint64_t total)
+{
+    const uint64_t n = sent > head ? (sent - head < len ? sent - head : len) : 0;
+
+    return n == len && sent < total ? len - 1 : n;
+}
+
 /* Writes what the socket takes; returns 1 when bytes moved, -1 when the lane failed. */
 static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
 {
     const size_t ht = mln_link_head_tag(&s->tcp->job), bt = mln_link_body_tag(&s->tcp->job);
     int moved = 0;
 
+    if (o->hold_until > 0 && mln_stripe_now() < o->hold_until)
+        return 0; /* MLN_STRIPE_FAULT split */
+    o->hold_until = 0;
     while (o->head) {
         tcp_chunk_t *c = o->head;
         const uint64_t len = c->frame.len, head = sizeof(c->frame) + ht;
@@ -187,7 +199,10 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
                                  : (const void *)(c->req ? c->req->buf + c->off : NULL),
                           len},
                          {c->tag[1], len > 0 ? bt : 0}};
-            for (int k = 0; k < 4; k++) {
+            /* MLN_STRIPE_FAULT split: this write stops where the frame's payload ends */
+            const int split =
+                o->tamper == MLN_FAULT_SPLIT && len > 0 && bt > 0 && c->sent < head + len;
+            for (int k = 0; k < (split ? 3 : 4); k++) {
                 if (skip >= part[k].n) {
                     skip -= part[k].n;
                     continue;
@@ -206,15 +221,22 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
         }
         moved = 1;
         {
-            /* payload bytes among those written: [head, head + len) of the frame */
+            /* payload bytes among those written: [head, head + len) of the frame, the last one
+             * counted only with the frame's last byte (its payload tag): a send is done only
+             * once every frame of it is out whole */
             const uint64_t a = c->sent, z = c->sent + (uint64_t)n;
-            const uint64_t before = a > head ? (a - head < len ? a - head : len) : 0;
-            const uint64_t after = z > head ? (z - head < len ? z - head : len) : 0;
+            const uint64_t before = payload_out(a, head, len, total);
+            const uint64_t after = payload_out(z, head, len, total);
             c->sent = z;
             if (c->req != NULL) {
                 o->written += after - before;
                 mln_stripe_req_progress(s, c->req, after - before);
             }
+        }
+        if (o->tamper == MLN_FAULT_SPLIT && len > 0 && bt > 0 && c->sent == head + len) {
+            o->tamper = MLN_FAULT_NONE;
+            o->hold_until = mln_stripe_now() + 0.2; /* the payload tag waits 0.2 s */
+            return moved;
         }
         switch (mln_fault_lane_strikes(&s->fault, o->lane, o->written)) {
         case MLN_FAULT_RESET: {
@@ -226,6 +248,12 @@ static int out_write(mln_stripe_t *s, int peer, tcp_out_t *o)
         }
         case MLN_FAULT_MUTE:
             mln_tcp_mute(o, peer);
+            break;
+        case MLN_FAULT_SPLIT:
+            MLN_WARN("MLN_STRIPE_FAULT: the next payload tag on tcp lane %d to world rank %d "
+                     "goes out 0.2 s after its payload (after %llu bytes)",
+                     o->lane, peer, (unsigned long long)o->written);
+            o->tamper = MLN_FAULT_SPLIT;
             break;
         case MLN_FAULT_TAMPER:
         case MLN_FAULT_FORGE:
@@ -717,6 +745,9 @@ static void tcp_req_free(mln_stripe_t *s, mln_req_t *r)
     for (int i = 0; i < p->nout; i++)
         for (const tcp_chunk_t *c = p->out[i].head; c; c = c->next)
             if (c->req == r) {
+                MLN_WARN("tcp: a striped send to world rank %d (message %llu) went away with "
+                         "frames of it still queued: its lanes are closed",
+                         r->peer_world, (unsigned long long)r->msg_id);
                 mln_tcp_out_lanes_close(p);
                 p->state = PEER_FAILED;
                 s->tcp_failed[r->peer_world] = 1;

@@ -64,7 +64,8 @@ typedef struct tcp_out {
     mln_link_t link;
     unsigned char *seal; /* the head chunk's payload as it goes out (aead: encrypted) */
     size_t seal_cap;
-    int tamper; /* MLN_STRIPE_FAULT tamper/forge struck: the next frame is spoilt */
+    int tamper;        /* MLN_STRIPE_FAULT tamper/forge/split struck: the next frame is spoilt */
+    double hold_until; /* split: the lane writes nothing until then */
     tcp_chunk_t *head, *tail;
     int nqueued;
     uint64_t queued_bytes;

@@ -240,7 +240,8 @@ typedef enum mln_fault_kind {
     MLN_FAULT_SABORT, /* sabort:N:BYTES - the N-th striped send fails after BYTES went out */
     MLN_FAULT_MUTE,   /* mute:LANE:BYTES - tcp lane LANE hears nothing more after BYTES */
     MLN_FAULT_TAMPER, /* tamper:LANE:BYTES - a payload bit of lane LANE's next frame flips */
-    MLN_FAULT_FORGE   /* forge:LANE:BYTES - a header bit of lane LANE's next frame flips */
+    MLN_FAULT_FORGE,  /* forge:LANE:BYTES - a header bit of lane LANE's next frame flips */
+    MLN_FAULT_SPLIT   /* split:LANE:BYTES - lane LANE's next payload tag waits 0.2 s */
 } mln_fault_kind_t;
 
 typedef struct mln_fault {

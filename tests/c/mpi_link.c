@@ -15,6 +15,9 @@
  *             no wrong byte, in every mode (none: the frame checks catch that bit)
  *   mismatch  rank 1 asks for another mode than rank 0: mln_init fails on both ranks with
  *             MLN_ERR_CONFIG, no hang
+ *   split     transfer, with MLN_STRIPE_FAULT=split on rank 0: a frame's payload tag (aead, auth
+ *             with the payload MAC) goes out a pass after its payload; its send must wait for
+ *             it (a send done, and freed, before it would close the lanes)
  *   impostor  (3 ranks) rank 2, which holds the job key, opens a lane to rank 1 in rank 0's
  *             name while ranks 0 and 1 exchange striped messages: without rank 0's secret
  *             key it cannot check rank 1's challenge nor answer it, rank 1 closes it, and the
@@ -154,6 +157,43 @@ static void spoilt(const char *kase, const char *expect)
         exchange(4 * MIB + round - 1, round);
 }
 
+/* split: messages from rank 0 to rank 1 only, so that rank 0's wait returns as soon as its
+ * send is done; then rank 0's lanes must still be up. */
+static void one_way(void)
+{
+    const int64_t n = 300000; /* 4 chunks: one frame per lane */
+    uint8_t *buf = malloc((size_t)n);
+    MPI_Status st;
+
+    if (buf == NULL)
+        abort();
+    for (int round = 1; round <= 4; round++) {
+        mln_request_t req = MLN_REQUEST_NULL;
+        mln_status_t rc;
+        if (rank_ == 0) {
+            fill(buf, n, 0, round);
+            rc = mln_stripe_isend(buf, n, MPI_BYTE, 1, round, MPI_COMM_WORLD, &req);
+        } else {
+            memset(buf, 0, (size_t)n);
+            rc = mln_stripe_irecv(buf, n, MPI_BYTE, 0, round, MPI_COMM_WORLD, &req);
+        }
+        if (rc == MLN_OK)
+            rc = mln_stripe_wait(&req, &st);
+        if (rc != MLN_OK)
+            fail("split: round %d: %s", round, mln_status_str(rc));
+        for (int64_t i = 0; rank_ == 1 && rc == MLN_OK && i < n; i++)
+            if (buf[i] != pat(0, round, i)) {
+                fail("split: round %d: a wrong byte", round);
+                break;
+            }
+        if (rank_ == 0 &&
+            (!mln_tcp_lanes_up(mln_stripe_engine(), 1) || mln_stripe_engine()->tcp_failed[1]))
+            fail("split: round %d: the tcp lanes to rank 1 are down after the send", round);
+    }
+    free(buf);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* impostor: ranks 0 and 1 exchange striped messages (their lanes make progress, the listener
  * answers) until rank 2 is done with its try and both have heard so. */
 static void impostor(void)
@@ -195,7 +235,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: mpi_link CASE[,CASE...]\n  CASE = MODE[/CIPHER]:TEST[:EXPECT], MODE "
                     "auth|aead|none|auth+mac, CIPHER aes|chacha, TEST "
-                    "transfer|tamper|forge|mismatch|impostor, EXPECT refused|wrong\n");
+                    "transfer|tamper|forge|split|mismatch|impostor, EXPECT refused|wrong\n");
     return 2;
 }
 
@@ -223,9 +263,13 @@ static int run_case(char *spec)
     if (!strcmp(test, "mismatch") && rank_ == 1)
         setenv("MLN_LINK_SECURITY", strcmp(mode, "aead") ? "aead" : "auth", 1);
     unsetenv("MLN_STRIPE_FAULT");
-    if (rank_ == 0 && (!strcmp(test, "tamper") || !strcmp(test, "forge"))) {
+    /* split: no early frames, so that the split one is the last of its message to go out */
+    setenv("MLN_STRIPE_EARLY", strcmp(test, "split") ? "4M" : "0", 1);
+    if (rank_ == 0 &&
+        (!strcmp(test, "tamper") || !strcmp(test, "forge") || !strcmp(test, "split"))) {
         char fault[64];
-        snprintf(fault, sizeof(fault), "%s:0:1048576", test);
+        snprintf(fault, sizeof(fault), "%s:%d:%d", test, strcmp(test, "split") ? 0 : 3,
+                 strcmp(test, "split") ? 1048576 : 0); /* split: the lane written last */
         setenv("MLN_STRIPE_FAULT", fault, 1);
     }
     if (size != (!strcmp(test, "impostor") ? 3 : 2)) {
@@ -239,10 +283,17 @@ static int run_case(char *spec)
     } else if ((rc = mln_init()) != MLN_OK) {
         fail("mln_init: %s", mln_status_str(rc));
     } else {
-        if (!strcmp(test, "transfer")) {
+        if (!strcmp(test, "split")) {
+            one_way();
+        } else if (!strcmp(test, "transfer")) {
             const int64_t sizes[] = {1, 65 * 1024, 300000, 4 * MIB + 3, 17 * MIB};
             for (int k = 0; k < 5; k++)
                 exchange(sizes[k], k + 1);
+            /* and the lanes are still up: a send completed before its last frame was out whole
+             * would close them (then later messages go over the mpi lanes, whole but slow) */
+            if (!mln_tcp_lanes_up(mln_stripe_engine(), 1 - rank_) ||
+                mln_stripe_engine()->tcp_failed[1 - rank_])
+                fail("transfer: the tcp lanes to rank %d are down after the messages", 1 - rank_);
         } else if (!strcmp(test, "impostor")) {
             impostor();
         } else if (!strcmp(test, "tamper") || !strcmp(test, "forge")) {
