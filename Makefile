@@ -35,7 +35,8 @@ MULTILANE := $(VENV)/bin/multilane
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
 
 .PHONY: all setup system deps venv build build-asan demo demo-local test test-c test-asan \
-        test-asan-ci test-deb test-python preload-gen lint format install clean distclean help
+        test-asan-ci test-deb test-python preload-gen fuzz fuzz-build lint format install clean \
+        distclean help
 
 all: build
 
@@ -48,6 +49,8 @@ help:
 	@echo "make build      build libmultilane, bench/ and tests for each MPI in MPIS ($(MPIS))"
 	@echo "                and DEB_MPIS (Debian's Open MPI and MPICH: $(DEB_MPIS))"
 	@echo "make install    install MPI=$(MPI)'s build into PREFIX=$(PREFIX)"
+	@echo "make fuzz       build the fuzz targets (clang, libFuzzer) in build/fuzz and run each for"
+	@echo "                FUZZ_TIME=$(FUZZ_TIME) s on a copy of fuzz/corpus (docs/FUZZING.md)"
 	@echo "make lint       clang-format and ruff checks;  make format  fixes formatting"
 	@echo "Own MPI: make build MPI_HOME=/opt/mpi (or MPICC=/path/mpicc); it is named 'user'."
 
@@ -156,6 +159,43 @@ preload-gen: venv
 
 test-python: setup
 	@$(VENV)/bin/python -m pytest tests/python -ra
+
+# ---- fuzzing (docs/FUZZING.md) --------------------------------------------------------------
+# The wire parsers as libFuzzer targets, built with clang under ASan + UBSan in build/fuzz: the
+# link layer's handshake and frames (src/link/link.c alone, with fuzz/log_sink.c for its log
+# lines: MPI's header only), and the tcp lanes' frame check (src/p2p/tcp_early.c, stripe.c),
+# which links build/$(FUZZ_MPI)'s libmultilane.a and that MPI: built when make build made it.
+# make fuzz runs each for FUZZ_TIME seconds (fuzz/run.sh); FUZZ_MERGE=1 adds what it found to
+# fuzz/corpus; a crash fails it.  tests/python/test_fuzz.py runs them for 10 s each.
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 60
+FUZZ_MPI  ?= openmpi
+FUZZ_DIR  := build/fuzz
+FUZZ_LIB  := build/$(FUZZ_MPI)/lib/libmultilane.a
+FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+        -fno-sanitize-recover=all -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes \
+        -Wstrict-prototypes -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Isrc/core \
+        -Isrc/link -Isrc/p2p -I.deps/$(FUZZ_MPI)/include
+FUZZ_TARGETS := fuzz_hello fuzz_frames $(if $(wildcard $(FUZZ_LIB)),fuzz_tcp_frame)
+FUZZ_LINK_SRC := fuzz/log_sink.c src/link/link.c
+FUZZ_TCP_SRC  := src/p2p/tcp_early.c src/p2p/stripe.c
+
+$(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h fuzz/fuzz_link.h $(FUZZ_LINK_SRC) src/link/link.h \
+                    src/link/link_int.h | .deps/$(FUZZ_MPI)/.multilane-mpi
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK_SRC) -lsodium
+
+$(FUZZ_DIR)/fuzz_tcp_frame: fuzz/fuzz_tcp_frame.c fuzz/fuzz.h $(FUZZ_TCP_SRC) src/p2p/stripe_int.h \
+                            src/p2p/lane_tcp_int.h $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_TCP_SRC) $(FUZZ_LIB) -L$(ROOT)/.deps/$(FUZZ_MPI)/lib \
+	    -Wl,-rpath,$(ROOT)/.deps/$(FUZZ_MPI)/lib -lmpi -lsodium -lpthread -lm
+
+fuzz-build: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
+	@$(if $(wildcard $(FUZZ_LIB)),,echo "fuzz: fuzz_tcp_frame left out: it needs $(FUZZ_LIB) (make build)")
+
+fuzz: fuzz-build
+	@fuzz/run.sh $(FUZZ_DIR) $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 lint: venv
 	@clang-format --dry-run --Werror $(C_SOURCES)

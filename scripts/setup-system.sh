@@ -6,7 +6,7 @@
 set -euo pipefail
 
 declare -A pkg_of=(
-    [cmake]=cmake [cc]=gcc [make]=make [clang-format]=clang-format
+    [cmake]=cmake [cc]=gcc [make]=make [clang-format]=clang-format [clang]=clang
     [python3]=python3 [pkg-config]=pkg-config
 )
 # The test bed (`multilane testbed`, root only): namespaces, qdiscs, offloads, measurements.
@@ -25,12 +25,13 @@ if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2
 fi
 # Libraries, not commands: ask dpkg (one call for all, no network).  OpenBLAS for the local
 # DGEMM of mln-matmul (bench/matmul.c) and libsodium for the lanes' link layer (src/link);
-# CMake refuses to configure without them.  And the
+# CMake refuses to configure without them.  Clang's runtime libraries (libFuzzer, its
+# sanitizers) for the fuzz targets (make fuzz, tests/python/test_fuzz.py).  And the
 # distribution's MPIs, the user MPIs of the deb-openmpi and deb-mpich builds (docs/MPI.md):
 # Open MPI 4.1 and MPICH 4.0 with their Fortran bindings (gfortran), on which the Fortran
 # tests run (tests/fortran/; the pinned wheels carry no Fortran bindings), and NetPIPE for
 # each.  They are optional: without root the deb builds are left out, nothing fails.
-deb_required=(libopenblas-dev libsodium-dev)
+deb_required=(libopenblas-dev libsodium-dev libclang-rt-14-dev)
 deb_optional=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran netpipe-openmpi
               netpipe-mpich2)
 if command -v dpkg-query >/dev/null 2>&1; then
