@@ -158,7 +158,7 @@ preload-gen: venv
 	@$(VENV)/bin/python src/preload/gen_wrappers.py
 
 test-python: setup
-	@$(VENV)/bin/python -m pytest tests/python -ra
+	@$(VENV)/bin/python -m pytest tests/python -ra --durations=20
 
 # ---- fuzzing (docs/FUZZING.md) --------------------------------------------------------------
 # The wire parsers as libFuzzer targets, built with clang under ASan + UBSan in build/fuzz: the
@@ -166,7 +166,7 @@ test-python: setup
 # lines: MPI's header only), and the tcp lanes' frame check (src/p2p/tcp_early.c, stripe.c),
 # which links build/$(FUZZ_MPI)'s libmultilane.a and that MPI: built when make build made it.
 # make fuzz runs each for FUZZ_TIME seconds (fuzz/run.sh); FUZZ_MERGE=1 adds what it found to
-# fuzz/corpus; a crash fails it.  tests/python/test_fuzz.py runs them for 10 s each.
+# fuzz/corpus; a crash fails it.  tests/python/test_fuzz.py runs them for 5 s each.
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 60
 FUZZ_MPI  ?= openmpi

@@ -19,7 +19,7 @@ from conftest import REPO_ROOT, clean_env, run_group
 
 pytestmark = [pytest.mark.slow]
 
-FUZZ_TIME = 10
+FUZZ_TIME = 5
 LINE = re.compile(
     r"^fuzz: (?P<target>\S+): (?P<secs>\d+) s, (?P<execs>\d+|\?) executions, "
     r"(?P<crashes>\d+) crashes, corpus (?P<corpus>\d+) files",
