@@ -839,18 +839,31 @@ static void *test_answer(void *arg)
     return NULL;
 }
 
+/* A blocking connection to peer_world's listener (loopback on the same host, else its first
+ * address), as a test's forged lanes make it; the fd, or -1. */
+static int test_dial(const mln_stripe_t *s, int peer_world)
+{
+    const tcp_card_t *card = &s->tcp->cards[peer_world];
+    const struct sockaddr_in sa = {.sin_family = AF_INET,
+                                   .sin_port = card->port,
+                                   .sin_addr.s_addr = s->host_of[peer_world] == s->host_of[s->wrank]
+                                                          ? htonl(INADDR_LOOPBACK)
+                                                          : card->addrs[0]};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd >= 0 && connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) == -1) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 /* A connection to peer's listener (blocking, loopback or its first address) that opens with
  * a hello naming lane/nlanes/dst and, when the listener admits that hello, answers its
  * challenge as a lane would (from a thread: within 10 s).  A test forges lanes with it.  The
  * fd (closed by the listener when it refused the hello), or -1. */
 int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world)
 {
-    const tcp_card_t *card = &s->tcp->cards[peer_world];
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = card->port,
-                             .sin_addr.s_addr = s->host_of[peer_world] == s->host_of[s->wrank]
-                                                    ? htonl(INADDR_LOOPBACK)
-                                                    : card->addrs[0]};
     const mln_link_hello_t h = {
         .lane = (uint32_t)lane, .nlanes = (uint32_t)nlanes, .src = s->wrank, .dst = dst_world};
     const struct timeval wait = {.tv_sec = 10};
@@ -858,14 +871,10 @@ int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, 
     test_answer_t *a = NULL;
     pthread_attr_t attr;
     pthread_t th;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+    int fd = test_dial(s, peer_world), ok;
 
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
-        close(fd);
-        return -1;
-    }
     if (lane < 0)
         return fd;
     a = calloc(1, sizeof(*a));
@@ -899,24 +908,17 @@ int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, 
  * listener closed the connection within 10 s, 0 when it did not, -1 when no connection. */
 int mln_tcp_test_impostor(mln_stripe_t *s, int peer_world, int claimed)
 {
-    const tcp_card_t *card = &s->tcp->cards[peer_world];
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = card->port,
-                             .sin_addr.s_addr = s->host_of[peer_world] == s->host_of[s->wrank]
-                                                    ? htonl(INADDR_LOOPBACK)
-                                                    : card->addrs[0]};
     const mln_link_hello_t h = {
         .lane = 0, .nlanes = (uint32_t)s->cfg->stripe_lanes, .src = claimed, .dst = peer_world};
     const struct timeval wait = {.tv_sec = 10};
     unsigned char hello[MLN_LINK_HELLO_BYTES], challenge[MLN_LINK_CHALLENGE_BYTES];
     unsigned char resp[MLN_LINK_RESPONSE_BYTES] = {0}, b;
     mln_link_t l;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = 0;
+    int fd = test_dial(s, peer_world), rc = 0;
 
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 ||
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) == -1 ||
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) == -1 ||
         mln_link_hello_make(&l, &s->tcp->job, &h, hello) != MLN_OK ||
         send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
         close(fd);

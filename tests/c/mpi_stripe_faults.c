@@ -38,17 +38,6 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Sub-tests between ranks 0 and 1 alone: at other sizes they say so and pass. */
-static int pair_only(tctx_t *t, const char *name)
-{
-    if (t->size == 2)
-        return 0;
-    if (t->rank == 0)
-        fprintf(stderr, "mpi_stripe: %s runs on 2 application ranks only (here %d): skipped\n",
-                name, t->size);
-    return 1;
-}
-
 void t_blackhole(tctx_t *t)
 {
     /* more than the socket buffers hold, so the send is still writing when its lane goes */

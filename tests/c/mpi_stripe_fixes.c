@@ -41,17 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Sub-tests between ranks 0 and 1 that use collectives: at other sizes they say so and pass. */
-static int pair_only(tctx_t *t, const char *name)
-{
-    if (t->size == 2)
-        return 0;
-    if (t->rank == 0)
-        fprintf(stderr, "mpi_stripe: %s runs on 2 application ranks only (here %d): skipped\n",
-                name, t->size);
-    return 1;
-}
-
 /* The striped traffic the fault sub-tests use: message 0 is the one that fails, 1..3 follow
  * on the same pair (and reuse its tags when the tag space is small). */
 #define FAIL_SIZE (24 * MIB + 5)

@@ -402,3 +402,13 @@ void stripe_mln_init(int world_rank)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
+
+int pair_only(tctx_t *t, const char *name)
+{
+    if (t->size == 2)
+        return 0;
+    if (t->rank == 0)
+        fprintf(stderr, "mpi_stripe: %s runs on 2 application ranks only (here %d): skipped\n",
+                name, t->size);
+    return 1;
+}

@@ -137,4 +137,7 @@ void t_nak_early(tctx_t *t);
 void t_rabort_early(tctx_t *t);
 void t_sabort_early(tctx_t *t);
 
+/* Sub-tests between ranks 0 and 1 alone: at other sizes they say so and pass (1). */
+int pair_only(tctx_t *t, const char *name);
+
 #endif /* MLN_STRIPE_CHECK_H */
