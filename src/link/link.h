@@ -109,7 +109,7 @@ const char *mln_link_cipher_name(int cipher);
 /* The AEAD the running job's tcp lanes seal their frames with, as the ranks agreed
  * ("aes-256-gcm" or "chacha20-poly1305": MLN_LINK_CIPHER=auto resolved), "none" in mode none;
  * NULL while no tcp lanes are open (before mln_init, another backend).  For reports
- * (mln-stripe's params); defined in src/p2p/stripe_api.c, which owns the engine. */
+ * (mln-stripe's params); defined in src/p2p/tcp_conn.c, which owns the lanes' job. */
 const char *mln_link_cipher_in_use(void);
 /* Bytes a frame carries beyond its header and payload: after the header, after the payload. */
 size_t mln_link_head_tag(const mln_link_job_t *j);

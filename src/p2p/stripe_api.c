@@ -2,7 +2,6 @@
  * stripe_api.c - the public calls of striped point-to-point (multilane.h) and the engine's
  * life cycle; the protocol and the progress engine are in stripe.c.
  */
-#include "lane_tcp_int.h" /* the tcp lanes' link job: mln_link_cipher_in_use */
 #include "stripe_hooks.h"
 #include "stripe_int.h"
 
@@ -238,15 +237,6 @@ int mln_stripe_lanes(void)
         return 0;
     return s->backend == MLN_STRIPE_HELPER ? 2 * (int)s->cfg->stripe_helpers + 1
                                            : (int)s->cfg->stripe_lanes;
-}
-
-const char *mln_link_cipher_in_use(void)
-{
-    const mln_stripe_t *s = mln_the_stripe;
-
-    if (s == NULL || s->tcp == NULL)
-        return NULL;
-    return s->tcp->job.mode == MLN_LINK_NONE ? "none" : mln_link_cipher_name(s->tcp->job.cipher);
 }
 
 MPI_Comm mln_comm_world(void)

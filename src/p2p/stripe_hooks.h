@@ -2,8 +2,7 @@
  * stripe_hooks.h - what the interposition layer (src/preload) asks of the striping engine
  * beyond the public calls of multilane.h: whether the engine needs progress, a progress pass,
  * where a peer is, receives whose header was taken off MPI by a probe, cancel, and counters.
- * Every call needs mln_init (they answer "nothing" before it).  (The tests' hooks into the
- * tcp lanes, mln_tcp_test_connect and mln_tcp_test_hello, are in stripe_int.h.)
+ * Every call needs mln_init (they answer "nothing" before it).
  */
 #ifndef MLN_STRIPE_HOOKS_H
 #define MLN_STRIPE_HOOKS_H

@@ -790,6 +790,17 @@ void mln_tcp_mute(tcp_out_t *o, int peer)
         MLN_WARN("MLN_STRIPE_FAULT: SO_ATTACH_FILTER: %s", strerror(errno));
 }
 
+/* ---- for reports ------------------------------------------------------------------------ */
+
+const char *mln_link_cipher_in_use(void)
+{
+    const mln_stripe_t *s = mln_stripe_engine();
+
+    if (s == NULL || s->tcp == NULL)
+        return NULL;
+    return s->tcp->job.mode == MLN_LINK_NONE ? "none" : mln_link_cipher_name(s->tcp->job.cipher);
+}
+
 /* ---- for tests --------------------------------------------------------------------------- */
 
 int mln_tcp_listen_port(const mln_stripe_t *s)
