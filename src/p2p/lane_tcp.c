@@ -11,9 +11,9 @@
  * message that failed.  A send's first chunks go before the CTS, as early frames (tcp_early.c:
  * the receiver keeps those aside whose header has not matched yet).
  *
- * Scheduling is dynamic (S4): a lane takes the next chunk when it has less than two queued,
- * and the lane with the least queued bytes goes first, so a slow lane gets fewer chunks
- * instead of setting the pace (NCCL's equal split waits for its slowest socket).
+ * Scheduling is dynamic (S4, lane_sched.c): a lane takes the next chunk when it has less than
+ * two queued, and the lane with the least queued bytes goes first, so a slow lane gets fewer
+ * chunks instead of setting the pace (NCCL's equal split waits for its slowest socket).
  *
  * Cost of n bytes over L lanes of window-limited bandwidth b = W / RTT each:
  *   T = RTT / 2 + n / min(L b, link)     (plus the header and CTS, see stripe.c)
@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE /* ppoll */
 #include "lane_tcp_int.h"
+#include "lane_sched.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -74,15 +75,14 @@ static void out_take_back(tcp_out_t *o, const mln_req_t *r, int early)
 static int tcp_hand_out(tcp_peer_t *p, mln_req_t *r, uint64_t end, int depth, uint32_t magic)
 {
     while (r->next_off < end) {
-        tcp_out_t *best = NULL;
+        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, p->nout, depth);
+        tcp_out_t *best;
         tcp_chunk_t *c;
         uint64_t len;
 
-        for (int i = 0; i < p->nout; i++)
-            if (p->out[i].nqueued < depth && (!best || p->out[i].queued_bytes < best->queued_bytes))
-                best = &p->out[i];
-        if (best == NULL)
+        if (pick < 0)
             return 1;
+        best = &p->out[pick];
         c = calloc(1, sizeof(*c));
         if (c == NULL)
             return 0;

@@ -25,6 +25,7 @@
  * from a remote peer is always a header (from a peer of our site, always a plain message).  Control
  * messages, chunk tags and failures are in stripe_ctl.c.
  */
+#include "lane_sched.h"
 #include "stripe_int.h"
 
 #include <limits.h>
@@ -368,13 +369,9 @@ static uint64_t early_bytes(const mln_stripe_t *s, const mln_req_t *r, int lanes
  */
 static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
 {
-    uint64_t chunk = total / ((uint64_t)lanes * 4u);
+    uint64_t chunk = mln_sched_chunk(total, lanes, 65536, s->cfg->stripe_chunk);
     const uint64_t max_chunks = (uint64_t)(s->data_tag_hi - s->data_tag_lo + 1) / 4u;
 
-    if (chunk > s->cfg->stripe_chunk)
-        chunk = s->cfg->stripe_chunk;
-    if (chunk < 65536)
-        chunk = 65536;
     if (max_chunks > 0 && (total + chunk - 1) / chunk > max_chunks)
         chunk = (total + max_chunks - 1) / max_chunks;
     return chunk <= MLN_STRIPE_CHUNK_MAX ? chunk : 0;
