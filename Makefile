@@ -176,14 +176,21 @@ FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefine
         -fno-sanitize-recover=all -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes \
         -Wstrict-prototypes -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Isrc/core \
         -Isrc/link -Isrc/p2p -I.deps/$(FUZZ_MPI)/include
-FUZZ_TARGETS := fuzz_hello fuzz_frames $(if $(wildcard $(FUZZ_LIB)),fuzz_tcp_frame)
+FUZZ_TARGETS := fuzz_hello fuzz_frames fuzz_relay_frame $(if $(wildcard $(FUZZ_LIB)),fuzz_tcp_frame)
 FUZZ_LINK_SRC := fuzz/log_sink.c src/link/link.c
+FUZZ_RELAY_SRC := src/relay/relay_wire.c src/relay/relay_io.c
 FUZZ_TCP_SRC  := src/p2p/tcp_early.c src/p2p/stripe.c
 
 $(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h fuzz/fuzz_link.h $(FUZZ_LINK_SRC) src/link/link.h \
                     src/link/link_int.h | .deps/$(FUZZ_MPI)/.multilane-mpi
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK_SRC) -lsodium
+
+# the relays' frames (src/relay: the parser, and a connection reading after its handshake)
+$(FUZZ_DIR)/fuzz_relay_frame: fuzz/fuzz_relay_frame.c fuzz/fuzz.h $(FUZZ_LINK_SRC) $(FUZZ_RELAY_SRC) \
+                              src/relay/relay_int.h src/link/link.h | .deps/$(FUZZ_MPI)/.multilane-mpi
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Isrc/relay -o $@ $< $(FUZZ_LINK_SRC) $(FUZZ_RELAY_SRC) -lsodium
 
 $(FUZZ_DIR)/fuzz_tcp_frame: fuzz/fuzz_tcp_frame.c fuzz/fuzz.h $(FUZZ_TCP_SRC) src/p2p/stripe_int.h \
                             src/p2p/lane_tcp_int.h $(FUZZ_LIB)

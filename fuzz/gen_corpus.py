@@ -190,12 +190,109 @@ def tcp_seeds() -> dict[str, bytes]:
     }
 
 
+# src/relay/relay_int.h, relay_wire.c: the relays' frame header (little-endian, 56 bytes)
+RELAY_MAGIC, RELAY_VERSION = 0x464E4C4D, 1
+R_DATA, R_ACK, R_MATCHED, R_ABORT, R_FAIL, R_BYE = 1, 2, 3, 4, 5, 6
+R_ALL = -1
+RELAY_NRANKS = 6  # fuzz_relay_frame.c: sites a:2, b:3, c:1, 3 trunks
+
+
+def relay_hdr(
+    rtype: int,
+    *,
+    dst: int,
+    src: int,
+    trunk: int = 1,
+    flags: int = 0,
+    context: int = 0,
+    tag: int = 0,
+    length: int = 0,
+    seq: int = 0,
+    total: int = 0,
+    offset: int = 0,
+) -> bytes:
+    return struct.pack(
+        "<IBBBBHHiiIiIQQQ",
+        RELAY_MAGIC,
+        RELAY_VERSION,
+        rtype,
+        flags,
+        0,
+        trunk,
+        0,
+        dst,
+        src,
+        context,
+        tag,
+        length,
+        seq,
+        total,
+        offset,
+    )
+
+
+def relay_input(job: int, scope: int, parse: bytes, ops: bytes) -> bytes:
+    """job: mode (k % 3: auth, aead, none), payload MAC ((k // 3) % 2), AES ((k // 6) % 2);
+    scope: 0 a rank's link, 1 a WAN link, 2 a rank's view, 3 any (fuzz_relay_frame.c)."""
+    return struct.pack("<BB", job, scope) + parse + ops
+
+
+def relay_op_sealed(hdr: bytes, payload: bytes) -> bytes:
+    return struct.pack("<BH", 1, len(payload)) + hdr + payload
+
+
+def relay_op_frame(rtype: int, trunk: int, dst: int, src: int, payload: bytes) -> bytes:
+    """A frame through the connection's queue: dst index (rank + 1), src, len, total extra."""
+    return struct.pack("<BBBBBH", 2, rtype - 1, trunk, dst + 1, src, len(payload)) + b"\0" + payload
+
+
+def relay_seeds() -> dict[str, bytes]:
+    gw_b = RELAY_NRANKS + 1 * 64 + 1
+    data = relay_hdr(R_DATA, dst=3, src=1, tag=5, length=16, seq=2, total=32, offset=16)
+    wan = relay_hdr(R_DATA, dst=0, src=3, flags=3, length=8, total=8)
+    fail = relay_hdr(R_FAIL, dst=R_ALL, src=gw_b, length=11)
+    seeds = {}
+    for job in range(12):
+        seeds[f"rank-data-{job}"] = relay_input(
+            job,
+            0,
+            data,
+            relay_op_sealed(data, bytes(range(16)))
+            + relay_op_frame(R_DATA, 1, 3, 1, b"x" * 40)
+            + relay_op_sealed(relay_hdr(R_BYE, dst=R_ALL, src=1), b""),
+        )
+    seeds["wan-mixed"] = relay_input(
+        1,
+        1,
+        wan,
+        relay_op_sealed(wan, b"abcdefgh")
+        + relay_op_sealed(fail, b"site lost!!")
+        + relay_op_sealed(relay_hdr(R_ACK, dst=1, src=4, offset=999), b""),
+    )
+    seeds["rank-view-abort"] = relay_input(
+        0,
+        2,
+        relay_hdr(R_ABORT, dst=R_ALL, src=4, tag=-3, length=4),
+        relay_op_sealed(relay_hdr(R_MATCHED, dst=1, src=2, seq=9), b"")
+        + relay_op_sealed(relay_hdr(R_ABORT, dst=R_ALL, src=4, tag=-3, length=4), b"oops"),
+    )
+    seeds["forged-src"] = relay_input(
+        2,
+        0,
+        relay_hdr(R_DATA, dst=3, src=0, length=4, total=4),
+        relay_op_sealed(relay_hdr(R_DATA, dst=3, src=0, length=4, total=4), b"evil"),
+    )
+    seeds["truncated"] = relay_input(1, 3, data, struct.pack("<BH", 0, 30) + data[:30])
+    return seeds
+
+
 def main() -> int:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "corpus"
     for target, seeds in (
         ("fuzz_hello", hello_seeds()),
         ("fuzz_frames", frames_seeds()),
         ("fuzz_tcp_frame", tcp_seeds()),
+        ("fuzz_relay_frame", relay_seeds()),
     ):
         folder = out / target
         folder.mkdir(parents=True, exist_ok=True)

@@ -124,6 +124,10 @@ typedef struct mln_config {
     int64_t halo_auto_iters;    /* MLN_HALO_AUTO_ITERS: timed iterations per mode in auto */
     char halo_fault[64];        /* MLN_HALO_FAULT: test hook, "setup:RANK[:MODE]" and so on */
     int64_t node_size;          /* MLN_NODE_SIZE: 0 = nodes from MPI; N = N ranks per node */
+    uint64_t relay_window;      /* MLN_RELAY_WINDOW: grid: credit bytes in flight per pair */
+    uint64_t relay_chunk;       /* MLN_RELAY_CHUNK: grid: largest frame of a striped message */
+    uint64_t relay_stripe_min;  /* MLN_RELAY_STRIPE_MIN: grid: striped over every trunk from */
+    int64_t relay_timeout;      /* MLN_RELAY_TIMEOUT: grid: seconds to reach the gateways */
 } mln_config_t;
 
 /* Source of values: returns the text for `name`, or NULL when unset (getenv-like). */

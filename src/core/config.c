@@ -212,6 +212,39 @@ static const mln_tunable_t mln_config_table[] = {
      MLN_TUNABLE_FIELD(mln_config_t, node_size),
      .min = 0,
      .max = 1048576},
+    {.env = "MLN_RELAY_WINDOW",
+     .type = MLN_TUNABLE_SIZE,
+     .default_value = "8M",
+     .help = "grid (relays): credit per pair of ranks, bytes in flight through the gateways "
+             "before the receiver acknowledges (each frame costs 64 more); at least "
+             "MLN_RELAY_CHUNK + 64",
+     MLN_TUNABLE_FIELD(mln_config_t, relay_window),
+     .min = 131072,
+     .max = 1073741824},
+    {.env = "MLN_RELAY_CHUNK",
+     .type = MLN_TUNABLE_SIZE,
+     .default_value = "1M",
+     .help = "grid (relays): largest frame payload; a striped message's chunks are smaller for "
+             "smaller messages (>= 64K)",
+     MLN_TUNABLE_FIELD(mln_config_t, relay_chunk),
+     .min = 65536,
+     .max = 1048576},
+    {.env = "MLN_RELAY_STRIPE_MIN",
+     .type = MLN_TUNABLE_SIZE,
+     .default_value = "256K",
+     .help = "grid (relays): messages of this size or more are striped over every trunk; "
+             "smaller ones keep their pair's trunk",
+     MLN_TUNABLE_FIELD(mln_config_t, relay_stripe_min),
+     .min = 0,
+     .max = 1099511627776},
+    {.env = "MLN_RELAY_TIMEOUT",
+     .type = MLN_TUNABLE_INT,
+     .default_value = "30",
+     .help = "grid (relays): seconds a rank may take to reach its gateways, and to hand its "
+             "last frames to them at the end",
+     MLN_TUNABLE_FIELD(mln_config_t, relay_timeout),
+     .min = 1,
+     .max = 86400},
 };
 
 const mln_tunable_t *mln_tunables(size_t *count)

@@ -300,6 +300,35 @@ static void test_library_string_bounds(void)
     MLN_TEST_ASSERT(memcmp(&ref, &cfg, sizeof(cfg)) == 0);
 }
 
+/* The relays' rows (seed 004): defaults, and the chunk bounded by the frame's limit. */
+static void test_library_relay(void)
+{
+    mln_config_t cfg;
+    char err[256] = "";
+    const char *const none[] = {NULL};
+    const char *const set[] = {"MLN_RELAY_WINDOW",
+                               "1M",
+                               "MLN_RELAY_CHUNK",
+                               "64K",
+                               "MLN_RELAY_STRIPE_MIN",
+                               "0",
+                               "MLN_RELAY_TIMEOUT",
+                               "5",
+                               NULL};
+    const char *const big_chunk[] = {"MLN_RELAY_CHUNK", "2M", NULL};
+    const char *const no_timeout[] = {"MLN_RELAY_TIMEOUT", "0", NULL};
+    fake_env_t env_none = {none}, env_set = {set};
+
+    MLN_TEST_ASSERT(mln_config_load(fake_get, &env_none, &cfg, err, sizeof(err)) == MLN_OK);
+    MLN_TEST_ASSERT(cfg.relay_window == 8u << 20 && cfg.relay_chunk == 1u << 20);
+    MLN_TEST_ASSERT(cfg.relay_stripe_min == 256u << 10 && cfg.relay_timeout == 30);
+    MLN_TEST_ASSERT(mln_config_load(fake_get, &env_set, &cfg, err, sizeof(err)) == MLN_OK);
+    MLN_TEST_ASSERT(cfg.relay_window == 1u << 20 && cfg.relay_chunk == 64u << 10);
+    MLN_TEST_ASSERT(cfg.relay_stripe_min == 0 && cfg.relay_timeout == 5);
+    expect_config_reject(big_chunk, "MLN_RELAY_CHUNK", "from 65536 to 1048576");
+    expect_config_reject(no_timeout, "MLN_RELAY_TIMEOUT", "from 1 to 86400");
+}
+
 int main(void)
 {
     test_defaults_and_values();
@@ -308,6 +337,7 @@ int main(void)
     test_parse_size_and_int();
     test_library_table();
     test_library_string_bounds();
+    test_library_relay();
     puts("test_tunables: ok");
     return 0;
 }

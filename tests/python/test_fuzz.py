@@ -71,7 +71,7 @@ def test_fuzz_targets_run_without_crash(tmp_path: Path) -> None:
         timeout=900,
     )
     runs = {m["target"]: m for m in LINE.finditer(out)}
-    want = {"fuzz_hello", "fuzz_frames"}
+    want = {"fuzz_hello", "fuzz_frames", "fuzz_relay_frame"}
     if (REPO_ROOT / "build/openmpi/lib/libmultilane.a").exists():
         want.add("fuzz_tcp_frame")
     assert want <= set(runs), f"no result line for {sorted(want - set(runs))}\n{out[-4000:]}"
