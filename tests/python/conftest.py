@@ -219,18 +219,31 @@ def table_cells(lines: list[str], first: str, after: str = "") -> list[str]:
 
 
 def recorded_bed(
-    directory: Path, scenario: Path, root: Path = REPO_ROOT, complete: bool = True
+    directory: Path,
+    scenario: Path,
+    root: Path = REPO_ROOT,
+    complete: bool = True,
+    variant: str | None = None,
 ) -> Context:
-    """A state file saying the test bed of `scenario` is up (the record of `testbed up`, as
-    placement reads it), and a context at `root` that finds it: nothing is built or started."""
+    """A state file saying the test bed of `scenario` (its network as `variant`, "private"
+    or "direct", wants it; None: as written) is up (the record of `testbed up`, as placement
+    reads it), and a context at `root` that finds it: nothing is built or started."""
     network = load_scenario(scenario).network
     assert network is not None
+    network = network.variant(variant or network.variant_name)
     hosts = [
         {"name": h.name, "site": h.site, "namespace": f"mlnf00d-h-{h.name}",
          "address": h.address, "interface": h.interfaces[0].name}
         for h in network.hosts
     ]  # fmt: skip
-    State(directory, "mlnf00d-", str(scenario.resolve()), complete=complete, hosts=hosts).save()
+    State(
+        directory,
+        "mlnf00d-",
+        str(scenario.resolve()),
+        complete=complete,
+        hosts=hosts,
+        variant=network.variant_name,
+    ).save()
     env = clean_env(root, MULTILANE_TESTBED_DIR=str(directory))
     return Context(root=root, env=env, ncpus=2, euid=0)
 

@@ -23,6 +23,7 @@ from conftest import (
     netns_skip_reason,
     two_sites_network,
 )
+from multilane.testbed.system import is_ours
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -166,4 +167,140 @@ def test_delayline_that_fails_to_start(bed: dict[str, str], tmp_path: Path) -> N
     env = {**bed, "MULTILANE_DELAYLINE": shutil.which("false") or "/bin/false"}
     proc = _up(env, tmp_path / "tiny.toml")
     assert proc.returncode == 1 and "delayline ab exited with status 1" in proc.stderr
+    assert not (tmp_path / "state" / "state.json").exists()
+
+
+SMALL_PRIVATE = REPO_ROOT / "scenarios" / "seed004-relay-small.toml"
+
+
+def _ping(env: dict[str, str], host: str, address: str) -> subprocess.CompletedProcess[str]:
+    argv = ["testbed", "exec", host, "--", "ping", "-n", "-q", "-c", "3", "-i", "0.2"]
+    return multilane([*argv, "-W", "1", address], env, timeout=30)
+
+
+def _rtt_ms(proc: subprocess.CompletedProcess[str]) -> float:
+    match = re.search(r"= ([0-9.]+)/", proc.stdout)
+    assert match, proc.stdout + proc.stderr
+    return float(match.group(1))
+
+
+def test_private_sites(bed: dict[str, str]) -> None:
+    """seed004-relay-small: compute hosts reach only their own site, front-ends reach each
+    other's WAN side through the delay line; check says "isolated: yes", measures each
+    front-end's 125 Mbit/s NIC and both at once, and fails loudly once a route leaks;
+    set-delay changes the WAN delay of the live bed (0 included); the launcher's API."""
+    if bed.get("MULTILANE_DELAYLINE") == "bridge":
+        pytest.skip("mln-delayline is not built (make build)")
+    if shutil.which("iperf3") is None:
+        pytest.skip("needs iperf3 (make system)")
+    assert (proc := _up(bed, SMALL_PRIVATE)).returncode == 0, proc.stderr
+    doc = json.loads(multilane(["testbed", "status", "--json"], bed).stdout)
+    assert doc["variant"] == "private"
+    hosts = {h["name"]: (h["role"], h["address"], h["wan_address"]) for h in doc["hosts"]}
+    assert hosts == {
+        "a1": ("compute", "10.77.1.1", None),
+        "afe1": ("frontend", "10.77.1.2", "10.78.1.1"),
+        "afe2": ("frontend", "10.77.1.3", "10.78.1.2"),
+        "b1": ("compute", "10.77.2.1", None),
+        "bfe1": ("frontend", "10.77.2.2", "10.78.2.1"),
+        "bfe2": ("frontend", "10.77.2.3", "10.78.2.2"),
+    }
+    assert {n[len(doc["prefix"]) :] for n in doc["namespaces"]} >= {"o-a", "o-b", "w-ab"}
+
+    # The launcher's view (multilane.testbed.Testbed).
+    from multilane.context import Context  # noqa: PLC0415
+    from multilane.testbed import Testbed  # noqa: PLC0415
+
+    live = Testbed.load(Context(root=REPO_ROOT, env=bed, ncpus=1, euid=0, out=None))  # type: ignore[arg-type]
+    assert live is not None and live.variant == "private"
+    site_b = live.site("b")
+    assert (site_b.private, site_b.subnet) == (True, "10.77.2.0/24")
+    assert [(h.name, h.address, h.interface) for h in site_b.compute] == [
+        ("b1", "10.77.2.1", "eth0")
+    ]
+    assert [(h.name, h.address, h.wan_address, h.wan_interface) for h in site_b.frontends] == [
+        ("bfe1", "10.77.2.2", "10.78.2.1", "eth1"),
+        ("bfe2", "10.77.2.3", "10.78.2.2", "eth1"),
+    ]
+    assert site_b.frontends[0].namespace == f"{doc['prefix']}h-bfe1"
+
+    # Isolation, seen directly: no route from a compute host off its site.
+    assert _ping(bed, "a1", "10.77.2.1").returncode != 0
+    assert _ping(bed, "a1", "10.78.2.1").returncode != 0
+    assert _ping(bed, "a1", "10.77.1.2").returncode == 0  # its front-end, inside
+    assert _rtt_ms(_ping(bed, "afe1", "10.78.2.1")) >= 9.0  # 5 ms each way
+
+    proc = multilane(["testbed", "check", "--json"], bed, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    isolated = [r["values"] for r in rows if r["item"].startswith("isolated")]
+    assert [(v["site"], v["isolated"], v["reached"]) for v in isolated] == [
+        ("a", True, 0),
+        ("b", True, 0),
+    ]
+    # a1: b1, bfe1, bfe2 inside and the 2 WAN sides; afe1, afe2: the 3 inside addresses each
+    assert all(v["probes"] == 5 + 3 + 3 for v in isolated)
+    assert all(r["measured"].startswith("yes") for r in rows if r["item"].startswith("isol"))
+    inside = [r["values"] for r in rows if r["item"].startswith("inside")]
+    assert [(v["probes"], v["answered"]) for v in inside] == [(2, 2), (2, 2)]
+    nics = [r["values"] for r in rows if "front-end WAN NIC" in r["item"]]
+    assert [(v["frontend"], v["peer"]) for v in nics] == [("afe1", "bfe1"), ("afe2", "bfe2")]
+    for v in nics:
+        assert v["ceiling_bps"] == 125e6 and 0.6 * 125e6 <= v["bps"] <= 1.05 * 125e6, v
+    (both,) = [r["values"] for r in rows if "pairs at once" in r["item"]]
+    assert both["ceiling_bps"] == 250e6 and 0.6 * 250e6 <= both["bps"] <= 1.05 * 250e6, both
+    assert [p["frontend"] for p in both["pairs"]] == ["afe1", "afe2"]
+
+    # A leaked route is a loud failure.
+    route = ["testbed", "exec", "a1", "--", "ip", "route", "add", "10.0.0.0/8", "dev", "eth0"]
+    assert multilane(route, bed).returncode == 0
+    broken = multilane(["testbed", "check"], bed, timeout=60)
+    assert broken.returncode == 1 and "isolation broken" in broken.stderr, broken.stderr
+    assert "a1 -> 10.77.2.1 (route" in broken.stderr
+    assert not [
+        p
+        for p in json.loads(multilane(["testbed", "status", "--json"], bed).stdout)["processes"]
+        if p["role"] == "iperf3"
+    ]
+
+    # The WAN delay of the live test bed: 0, then the scenario's again.
+    out = multilane(["testbed", "set-delay", "0"], bed)
+    assert out.returncode == 0 and "wan ab: delay 0ms each way" in out.stdout, out.stderr
+    assert _rtt_ms(_ping(bed, "afe2", "10.78.2.2")) < 2.0
+    (proc_0,) = [
+        p
+        for p in json.loads(multilane(["testbed", "status", "--json"], bed).stdout)["processes"]
+        if p["role"] == "delayline"
+    ]
+    assert proc_0["alive"] and proc_0["argv"][proc_0["argv"].index("--delay-ab") + 1] == "0ms"
+    out = multilane(["testbed", "set-delay", "configured"], bed)
+    assert out.returncode == 0 and "delay 5ms each way" in out.stdout, out.stderr
+    assert _rtt_ms(_ping(bed, "afe2", "10.78.2.2")) >= 9.0
+    status = json.loads(multilane(["testbed", "status", "--json"], bed).stdout)
+    (wan,) = status["wan"]
+    assert wan["ab"]["delay_s"] == wan["ba"]["delay_s"] == 0.005
+    assert [p["alive"] for p in status["processes"] if p["role"] == "delayline"] == [True]
+    assert not is_ours(proc_0["pid"], proc_0["start_time"])  # the old one was stopped
+
+
+def test_direct_variant(bed: dict[str, str]) -> None:
+    """`up --network direct`: the same sites made routable, no front-ends."""
+    proc = multilane(["testbed", "up", "--network", "direct", str(SMALL_PRIVATE)], bed)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(multilane(["testbed", "status", "--json"], bed).stdout)
+    assert doc["variant"] == "direct"
+    assert [(h["name"], h["address"]) for h in doc["hosts"]] == [
+        ("a1", "10.77.1.1"),
+        ("b1", "10.77.2.1"),
+    ]
+    assert _ping(bed, "a1", "10.77.2.1").returncode == 0
+
+
+def test_private_failure_halfway_leaves_nothing(bed: dict[str, str], tmp_path: Path) -> None:
+    """A failure while a front-end's WAN side is made (the 60th command: the tbf on its outside
+    switch port) tears down the outside segments too."""
+    proc = _up({**bed, "MULTILANE_TESTBED_FAULT": "60"}, SMALL_PRIVATE)
+    assert proc.returncode == 1 and "(torn down)" in proc.stderr, proc.stderr
+    assert "mln-injected-fault" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert "-o-a qdisc add dev p-afe1" in proc.stderr, proc.stderr
     assert not (tmp_path / "state" / "state.json").exists()

@@ -171,3 +171,31 @@ def test_bench_halo_launch_on_one_host(fake_root: Path, tmp_path: Path) -> None:
         assert where in argv[2] and "--dims 3" in argv[2], argv[2]
         assert "--meta hosts=a1 " in argv[2]
         assert run.testbed is not None and run.testbed.to_json()["host_limit"] == 1
+
+
+SEED004 = REPO_ROOT / "scenarios" / "seed004-relay-small.toml"
+
+
+def test_placement_on_private_and_direct_networks(tmp_path: Path) -> None:
+    """A private network has no route between sites: a run across them is refused (it needs
+    the direct network), one inside a site is placed on its compute hosts; a run needs the
+    variant that is up."""
+    scenario = load_scenario(SEED004).network
+    assert scenario is not None
+    ctx = recorded_bed(tmp_path / "private", SEED004)
+    across_sites = 'no route between them: a run across sites needs network = "direct"'
+    with pytest.raises(
+        UsageError, match=f"pt2pt: the sites of the private network have {across_sites}"
+    ):
+        placement(ctx, SEED004, scenario, 1, "pt2pt")
+    inside = placement(ctx, SEED004, scenario, 2, "halo", site="a")
+    assert inside.placement.hosts == ("a1",) and inside.sites == 1  # front-ends: no ranks
+    direct = scenario.variant("direct")
+    wanted = r'the run needs the direct one \(network = "direct"\)'
+    with pytest.raises(
+        UsageError, match=f"the test bed that is up is the private network .*{wanted}"
+    ):
+        placement(ctx, SEED004, direct, 1, "pt2pt")
+    ctx = recorded_bed(tmp_path / "direct", SEED004, variant="direct")
+    across = placement(ctx, SEED004, direct, 1, "pt2pt")
+    assert across.placement.hosts == ("a1", "b1") and across.sites == 2

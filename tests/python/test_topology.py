@@ -277,7 +277,15 @@ def _ctx(euid: int) -> Context:
 
 
 @pytest.mark.parametrize(
-    "action", [["up", "scenarios/wan-2site.toml"], ["down"], ["status"], ["check"], ["exec", "a1"]]
+    "action",
+    [
+        ["up", "scenarios/wan-2site.toml"],
+        ["down"],
+        ["status"],
+        ["check"],
+        ["exec", "a1"],
+        ["set-delay", "5ms"],
+    ],
 )
 def test_not_root(action: list[str]) -> None:
     args = build_parser().parse_args(["testbed", *action])
@@ -291,3 +299,157 @@ def test_run_needs_runs(tmp_path: Path) -> None:
     from multilane.cli import main  # noqa: PLC0415
 
     assert main(["run", str(REPO / "scenarios" / "lan-4host.toml"), "--dry-run"]) == 2
+
+
+PRIVATE = (
+    '[[network.site]]\nname = "a"\nprivate = true\nhosts = 2\nfrontends = 2\n'
+    'frontend_nic_rate = "125mbit"\nnic_rate = "10gbit"\n'
+    '[[network.site]]\nname = "b"\nprivate = true\nfrontends = 1\n'
+)
+
+
+def test_private_sites(tmp_path: Path) -> None:
+    """Private sites: their own /24, front-ends numbered after the compute hosts inside and
+    on the /16 after `subnet` outside; the direct variant: the same sites made routable."""
+    net = load_scenario(_write(tmp_path, PRIVATE + WAN + 'rate = "1gbit"\n')).network
+    assert net is not None and net.private and net.variant_name == "private"
+    assert net.frontend_subnet == "10.78.0.0/16"
+    a, b = net.sites
+    assert (a.private, a.subnet, b.subnet) == (True, "10.77.1.0/24", "10.77.2.0/24")
+    assert [(h.name, h.interfaces[0].address) for h in a.hosts] == [
+        ("a1", "10.77.1.1/24"),
+        ("a2", "10.77.1.2/24"),
+    ]
+    assert [(h.name, h.role, h.address, h.wan_address) for h in a.frontends] == [
+        ("afe1", "frontend", "10.77.1.3", "10.78.1.1"),
+        ("afe2", "frontend", "10.77.1.4", "10.78.1.2"),
+    ]
+    afe1 = a.frontends[0]
+    assert afe1.wan_interface is not None and afe1.wan_interface.name == "eth1"
+    assert afe1.wan_interface.network == "out-a" and afe1.wan_interface.address.endswith("/16")
+    assert (afe1.nic_rate_bps, afe1.wan_nic_rate_bps) == (10**10, 125 * 10**6)
+    assert a.hosts[0].wan_address is None and a.hosts[0].role == "compute"
+    assert [(h.name, h.wan_address, h.wan_nic_rate_bps) for h in b.frontends] == [
+        ("bfe1", "10.78.2.1", 0)
+    ]
+    assert [h.name for h in net.hosts] == ["a1", "a2", "b1"]  # compute hosts: MPI ranks
+    assert [h.name for h in net.all_hosts] == ["a1", "a2", "afe1", "afe2", "b1", "bfe1"]
+    assert net.variant("private") is net
+    direct = net.variant("direct")
+    assert direct.variant_name == "direct" and direct.frontend_subnet is None
+    assert [(h.name, h.interfaces[0].address) for h in direct.all_hosts] == [
+        ("a1", "10.77.1.1/16"),
+        ("a2", "10.77.1.2/16"),
+        ("b1", "10.77.2.1/16"),
+    ]
+    assert direct.wan == net.wan and all(not s.frontends for s in direct.sites)
+    assert direct.hosts[0].nic_rate_bps == 10**10
+    with pytest.raises(ValueError, match="no private site"):
+        direct.variant("private")
+    with pytest.raises(ValueError, match="unknown network variant"):
+        net.variant("nat")
+
+
+@pytest.mark.parametrize("name", ["seed004-relay", "seed004-relay-small"])
+def test_seed004_scenarios(name: str) -> None:
+    net = load_scenario(REPO / "scenarios" / f"{name}.toml").network
+    assert net is not None and net.mtu == 9000 and net.private
+    size = 8 if name == "seed004-relay" else 2
+    for site in net.sites:
+        assert site.private and len(site.frontends) == size
+        assert all(f.wan_nic_rate_bps == 125 * 10**6 for f in site.frontends)
+        assert all(h.tcp.rmem_max is None and h.tcp.wmem_max is None for h in site.all_hosts)
+    (wan,) = net.wan
+    assert wan.ab.rate_bps == 10**9 == wan.ba.rate_bps
+    assert net.sites[1].frontends[-1].wan_address == f"10.78.2.{size}"
+
+
+PRIV_A = '[[network.site]]\nname = "a"\nprivate = true\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        (PRIV_A.replace("true", '"yes"'), "network.site[0].private", "expected true or false"),
+        (SITE + "frontends = 2\n", "network.site[0].frontends", "need private = true"),
+        (PRIV_A + "frontends = 65\n", "network.site[0].frontends", "0 to 64 front-ends, got 65"),
+        (PRIV_A + "frontends = true\n", "network.site[0].frontends", "got True"),
+        (
+            PRIV_A + "hosts = 240\nfrontends = 11\n",
+            "network.site[0].frontends",
+            "at most 250 in all",
+        ),
+        (
+            PRIV_A + 'frontend_nic_rate = "1gbit"\n',
+            "network.site[0].frontend_nic_rate",
+            "needs frontends = N",
+        ),
+        (
+            PRIV_A + 'frontends = 1\nfrontend_nic_rate = "x"\n',
+            "network.site[0].frontend_nic_rate",
+            "invalid rate 'x'",
+        ),
+        (
+            PRIV_A + 'hosts = ["afe1"]\nfrontends = 1\n',
+            "network.site[0].frontends",
+            "host 'afe1' is also in site 'a'",
+        ),
+        (
+            PRIV_A + "frontends = 1\n" + '[[network.site]]\nname = "b"\n' + WAN,
+            "network.wan[0].sites",
+            "joins private site 'a' and public site 'b'",
+        ),
+        (
+            PRIV_A + '[[network.site]]\nname = "b"\nprivate = true\nfrontends = 1\n' + WAN,
+            "network.wan[0].sites",
+            "private site 'a' has no front-ends",
+        ),
+        (
+            '[network]\nsubnet = "10.255.0.0/16"\n' + PRIV_A + "frontends = 1\n",
+            "network.frontend_subnet",
+            "the /16 after subnet 10.255.0.0/16 (11.0.0.0/16) is not private",
+        ),
+        (
+            '[network]\nfrontend_subnet = "10.77.0.0/16"\n' + PRIV_A + "frontends = 1\n",
+            "network.frontend_subnet",
+            "must differ from subnet",
+        ),
+        (
+            '[network]\nfrontend_subnet = "10.9.0.0/24"\n' + PRIV_A + "frontends = 1\n",
+            "network.frontend_subnet",
+            "expected a private IPv4 /16",
+        ),
+        (
+            '[network]\nfrontend_subnet = "10.9.0.0/16"\n' + SITE,
+            "network.frontend_subnet",
+            "no site has front-ends",
+        ),
+    ],
+)
+def test_private_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {where}: "), message
+    assert problem in message, message
+    assert "\n" not in message
+
+
+def test_explicit_frontend_subnet(tmp_path: Path) -> None:
+    text = '[network]\nsubnet = "192.168.0.0/16"\nfrontend_subnet = "172.20.0.0/16"\n' + PRIVATE
+    net = load_scenario(_write(tmp_path, text)).network
+    assert net is not None and net.frontend_subnet == "172.20.0.0/16"
+    assert net.sites[0].frontends[1].address == "192.168.1.4"
+    assert net.sites[1].frontends[0].wan_address == "172.20.2.1"
+
+
+def test_set_delay_argument() -> None:
+    args = build_parser().parse_args(["testbed", "set-delay", "0"])
+    assert args.delay == 0.0 and args.link is None
+    args = build_parser().parse_args(["testbed", "set-delay", "250us", "--link", "ab"])
+    assert args.delay == pytest.approx(250e-6) and args.link == "ab"
+    assert build_parser().parse_args(["testbed", "set-delay", "configured"]).delay is None
+    for bad in ("5", "fast", "11s"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["testbed", "set-delay", bad])

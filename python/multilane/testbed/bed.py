@@ -1,5 +1,18 @@
-"""A live test bed as launchers and `check` see it: hosts, the agent, and the delay lines'
-counters (read with SIGUSR1)."""
+"""A live test bed as launchers and `check` see it: hosts, sites, the agent, and the delay
+lines' counters (read with SIGUSR1).
+
+For launchers (e.g. `multilane grid run`): `Testbed.load(ctx)`, then
+
+    bed.variant                  "private" (a site is private) or "direct"
+    bed.sites                    SiteInfo per site, in file order
+    bed.site("a")                SiteInfo: name, private, subnet,
+                                   compute    (HostInfo: name, namespace, address, interface)
+                                   frontends  (HostInfo: name, namespace, address = inside,
+                                               interface = "eth0", wan_address,
+                                               wan_interface = "eth1")
+    bed.exec_argv("afe1", argv)  argv run inside a host (by name or either address)
+    bed.set_delay(0.005)         every WAN link's one-way delay, both ways (None: the file's)
+"""
 
 from __future__ import annotations
 
@@ -14,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import Context
+from ..errors import UsageError
 from .state import State, load_state, state_dir
 from .system import Commander, TestbedError, is_ours, namespace_pids, stop_processes
 
@@ -22,13 +36,30 @@ STATS_TIMEOUT_S = 3.0
 
 @dataclass(frozen=True)
 class HostInfo:
-    """One host of a live test bed."""
+    """One host of a live test bed.  A front-end of a private site (role "frontend") has two
+    interfaces: `interface`/`address` inside its site, `wan_interface`/`wan_address` on the
+    WAN side; a compute host has only the first (the wan_ fields are None)."""
 
     name: str
     site: str
     namespace: str
     address: str
     interface: str  # the emulated interface inside the host (e.g. for btl_tcp_if_include)
+    role: str = "compute"  # or "frontend"
+    wan_address: str | None = None
+    wan_interface: str | None = None
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """One site of a live test bed: its compute hosts (where a site's MPI ranks go) and, for
+    a private site, its front-ends (where gateways go)."""
+
+    name: str
+    private: bool
+    subnet: str  # the site's own /24 when private; the shared /16 otherwise
+    compute: tuple[HostInfo, ...]
+    frontends: tuple[HostInfo, ...]
 
 
 class Testbed:
@@ -52,11 +83,60 @@ class Testbed:
 
     @property
     def hosts(self) -> tuple[HostInfo, ...]:
-        """Every host, site by site."""
+        """Every host (compute hosts and front-ends), site by site."""
         return tuple(
-            HostInfo(h["name"], h["site"], h["namespace"], h["address"], h["interface"])
+            HostInfo(
+                h["name"],
+                h["site"],
+                h["namespace"],
+                h["address"],
+                h["interface"],
+                h.get("role", "compute"),
+                h.get("wan_address"),
+                h.get("wan_interface"),
+            )
             for h in self.state.hosts
         )
+
+    @property
+    def variant(self) -> str:
+        """ "private" when a site is private (no route between sites), else "direct"."""
+        return self.state.variant
+
+    @property
+    def sites(self) -> tuple[SiteInfo, ...]:
+        """Every site, in the scenario's order."""
+        hosts = self.hosts
+        records = self.state.sites or [
+            {"name": n, "private": False, "subnet": ""}
+            for n in dict.fromkeys(h.site for h in hosts)
+        ]
+        return tuple(
+            SiteInfo(
+                r["name"],
+                r["private"],
+                r["subnet"],
+                tuple(h for h in hosts if h.site == r["name"] and h.role == "compute"),
+                tuple(h for h in hosts if h.site == r["name"] and h.role == "frontend"),
+            )
+            for r in records
+        )
+
+    def site(self, name: str) -> SiteInfo:
+        """The site called `name` (UsageError when there is none)."""
+        for site in self.sites:
+            if site.name == name:
+                return site
+        known = ", ".join(s.name for s in self.sites)
+        raise UsageError(f"no site '{name}' in the test bed (sites: {known})")
+
+    def set_delay(self, delay_s: float | None, link: str | None = None) -> list[str]:
+        """Set the one-way delay of every WAN link (or of `link`), both ways, on the live test
+        bed (None: the scenario's delays again) by restarting its delay line; a line per
+        link.  Needs root."""
+        from .build import set_delay  # noqa: PLC0415 - build imports more than a reader needs
+
+        return set_delay(self.state, delay_s, link)
 
     def host(self, name: str) -> HostInfo:
         """The host called `name` (or with that address)."""
@@ -126,6 +206,8 @@ class Testbed:
             "state_file": str(self.state.path),
             "agent": str(self.agent),
             "wan_mode": self.state.wan_mode,
+            "variant": self.state.variant,
+            "sites": self.state.sites,
             "mtu": self.state.mtu,
             "hosts": [h.__dict__ for h in self.hosts],
             "wan": self.state.wan,

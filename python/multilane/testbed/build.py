@@ -18,6 +18,7 @@ from .system import (
     NETNS_DIR,
     Commander,
     TestbedError,
+    is_ours,
     namespace_pids,
     netns_exists,
     require_root,
@@ -26,7 +27,7 @@ from .system import (
     stop_process,
     stop_processes,
 )
-from .topology import Host, Network, WanLink
+from .topology import Host, Network, WanLink, format_time
 
 DELAYLINE = "mln-delayline"
 DELAYLINE_ENV = "MULTILANE_DELAYLINE"  # a path, or "bridge" for the stand-in
@@ -88,11 +89,38 @@ def _tbf(rate_bps: int, mtu: int) -> list[str]:
 def _agent_text(state: State) -> str:
     cases = []
     for host in state.hosts:
-        names = "|".join(shlex.quote(n) for n in (host["name"], host["address"]))
+        known = (host["name"], host["address"], host.get("wan_address"))
+        names = "|".join(shlex.quote(n) for n in known if n)
         ns, name = shlex.quote(host["namespace"]), shlex.quote(host["name"])
         cases.append(f"    {names}) ns={ns}; name={name} ;;")
     known = " ".join(h["name"] for h in state.hosts)
     return AGENT_TEMPLATE.replace("{cases}", "\n".join(cases)).replace("{known}", known)
+
+
+def start_daemon(state: State, argv: list[str], role: str, link: str) -> None:
+    """Start a daemon, record its PID and start time, wait for its `ready` line."""
+    log = state.file(f"{link}.log")
+    proc = spawn(argv, log)
+    started = start_time(proc.pid)
+    state.processes.append(
+        {
+            "pid": proc.pid,
+            "start_time": started,
+            "role": role,
+            "link": link,
+            "argv": argv,
+            "log": str(log),
+        }
+    )
+    state.save()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while "ready" not in log.read_text(errors="replace").split():
+        if proc.poll() is not None:
+            tail = " ".join(log.read_text(errors="replace").split()[-30:])
+            raise TestbedError(f"{role} {link} exited with status {proc.returncode}: {tail}")
+        if time.monotonic() > deadline:
+            raise TestbedError(f"{role} {link} not ready after {READY_TIMEOUT_S:g} s ({log})")
+        time.sleep(0.02)
 
 
 class _Builder:
@@ -158,29 +186,47 @@ class _Builder:
         self.cmd.run(["ip", "-n", ns, "link", "set", "dev", ifname, "master", BRIDGE])
         self.cmd.run(["ip", "-n", ns, "link", "set", "dev", ifname, "up"])
 
+    def switch_of(self, site: str, network: str) -> str:
+        """The switch namespace of a network: the site's own (lan-<site>) or, for the WAN side
+        of a private site's front-ends (out-<site>), its outside segment."""
+        return self.ns_name("o" if network.startswith("out-") else "s", site)
+
     def host(self, host: Host) -> None:
-        ns, sw = self.ns_name("h", host.name), self.ns_name("s", host.site)
-        iface = host.interfaces[0]
+        ns = self.ns_name("h", host.name)
+        iface, wan = host.interfaces[0], host.wan_interface
+        private = self.net.site(host.site).private
         self.state.hosts.append(
             {
                 "name": host.name,
                 "site": host.site,
+                "role": host.role,
                 "namespace": ns,
                 "address": host.address,
                 "interface": iface.name,
+                "prefix": iface.address,
                 "nic_rate_bps": host.nic_rate_bps,
+                "wan_address": None if wan is None else wan.ip,
+                "wan_interface": None if wan is None else wan.name,
+                "wan_prefix": None if wan is None else wan.address,
+                "wan_nic_rate_bps": host.wan_nic_rate_bps,
                 "tcp": host.tcp.sysctls(),
             }
         )
         self.namespace(ns, "host", site=host.site, host=host.name)
         settings = [f"{k}={v}" for k, v in host.tcp.sysctls().items()]
+        if private:  # a front-end never routes between its two sides
+            settings.append("net.ipv4.ip_forward=0")
         self.in_ns(ns, "sysctl", "-q", "-w", *settings)
-        self.veth(ns, iface.name, sw, f"p-{host.name}")
-        self.cmd.run(["ip", "-n", ns, "address", "add", iface.address, "dev", iface.name])
-        self.cmd.run(["ip", "-n", ns, "link", "set", "dev", iface.name, "up"])
-        self.shape(ns, iface.name, host.nic_rate_bps)  # host egress
-        self.shape(sw, f"p-{host.name}", host.nic_rate_bps)  # host ingress
-        self.port(sw, f"p-{host.name}")
+        for nic, rate in ((iface, host.nic_rate_bps), (wan, host.wan_nic_rate_bps)):
+            if nic is None:
+                continue
+            sw, port = self.switch_of(host.site, nic.network), f"p-{host.name}"
+            self.veth(ns, nic.name, sw, port)
+            self.cmd.run(["ip", "-n", ns, "address", "add", nic.address, "dev", nic.name])
+            self.cmd.run(["ip", "-n", ns, "link", "set", "dev", nic.name, "up"])
+            self.shape(ns, nic.name, rate)  # host egress
+            self.shape(sw, port, rate)  # host ingress
+            self.port(sw, port)
 
     def wan(self, link: WanLink) -> None:
         ns = self.ns_name("w", link.name)
@@ -190,14 +236,15 @@ class _Builder:
             "namespace": ns,
             "sites": [link.site_a, link.site_b],
             "interfaces": sides,
-            "ab": link.ab.__dict__,
-            "ba": link.ba.__dict__,
+            "ab": dict(link.ab.__dict__),  # delay_s: the delay line's now (set-delay)
+            "ba": dict(link.ba.__dict__),
+            "configured_delay_s": {"ab": link.ab.delay_s, "ba": link.ba.delay_s},
             "blackhole": [hole.__dict__ for hole in link.blackhole],
         }
         self.state.wan.append(record)
         self.namespace(ns, "wan", link=link.name)
         for side, site in (("a", link.site_a), ("b", link.site_b)):
-            sw = self.ns_name("s", site)
+            sw = self.ns_name("o" if self.net.site(site).private else "s", site)
             self.veth(ns, sides[side], sw, f"w-{link.name}")
             self.cmd.run(["ip", "-n", ns, "link", "set", "dev", sides[side], "up"])
             self.port(sw, f"w-{link.name}")
@@ -226,29 +273,7 @@ class _Builder:
         self.start(argv, "delayline", link.name)
 
     def start(self, argv: list[str], role: str, link: str) -> None:
-        """Start a daemon, record its PID and start time, wait for its `ready` line."""
-        log = self.state.file(f"{link}.log")
-        proc = spawn(argv, log)
-        started = start_time(proc.pid)
-        self.state.processes.append(
-            {
-                "pid": proc.pid,
-                "start_time": started,
-                "role": role,
-                "link": link,
-                "argv": argv,
-                "log": str(log),
-            }
-        )
-        self.state.save()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "ready" not in log.read_text(errors="replace").split():
-            if proc.poll() is not None:
-                tail = " ".join(log.read_text(errors="replace").split()[-30:])
-                raise TestbedError(f"{role} {link} exited with status {proc.returncode}: {tail}")
-            if time.monotonic() > deadline:
-                raise TestbedError(f"{role} {link} not ready after {READY_TIMEOUT_S:g} s ({log})")
-            time.sleep(0.02)
+        start_daemon(self.state, argv, role, link)
 
     def allow_congestion(self) -> None:
         """A child namespace may only pick congestion controls that the root namespace lists
@@ -267,11 +292,18 @@ class _Builder:
         self.allow_congestion()
         self.state.agent.write_text(_agent_text(self.state))  # rewritten as hosts are added
         self.state.file("agent").chmod(0o755)
+        self.state.sites = [
+            {"name": s.name, "private": s.private, "subnet": s.subnet} for s in self.net.sites
+        ]
         for site in self.net.sites:
             sw = self.ns_name("s", site.name)
             self.namespace(sw, "switch", site=site.name)
             self.switch(sw)
-        for host in self.net.hosts:
+            if site.frontends:  # the outside segment: front-ends' WAN side and WAN links
+                out = self.ns_name("o", site.name)
+                self.namespace(out, "outside", site=site.name)
+                self.switch(out)
+        for host in self.net.all_hosts:
             self.host(host)
             self.state.agent.write_text(_agent_text(self.state))
         for link in self.net.wan:
@@ -303,6 +335,7 @@ def up(network: Network, scenario: Path, ctx: Context) -> State:
         new_prefix(taken),
         str(scenario.resolve()),
         mtu=network.mtu,
+        variant=network.variant_name,
         wan_mode="delayline" if delayline or not network.wan else "bridge",
     )
     directory.mkdir(parents=True, exist_ok=True)
@@ -388,3 +421,50 @@ def down(ctx: Context) -> State | None:
             f"bed: {', '.join(busy)}"
         )
     return state
+
+
+def set_delay(state: State, delay_s: float | None, link: str | None = None) -> list[str]:
+    """Give every WAN link (or the one called `link`) the one-way delay `delay_s` both ways,
+    or with None the delays of the scenario file again, without rebuilding the test bed:
+    each delay line whose delay changes is stopped (by its recorded PID) and started again
+    with the new --delay-ab/--delay-ba and otherwise the same arguments (its counters start
+    from 0; its blackholes strike again), and the state records the delay now in force.
+    One line per link saying what it has now."""
+    if state.wan_mode != "delayline":
+        raise TestbedError("the test bed has no delay line (bridge stand-in): no delay to set")
+    if delay_s is not None and not 0 <= delay_s <= 10:
+        raise TestbedError(f"invalid delay {delay_s} s (expected 0 to 10 s)")
+    links = [w for w in state.wan if link is None or w["name"] == link]
+    if not links:
+        known = ", ".join(w["name"] for w in state.wan) or "none"
+        raise TestbedError(f"no WAN link {link!r} in the test bed (links: {known})")
+    said = []
+    for wan in links:
+        configured = wan.get("configured_delay_s") or {d: wan[d]["delay_s"] for d in ("ab", "ba")}
+        new = {d: configured[d] if delay_s is None else delay_s for d in ("ab", "ba")}
+        proc = next(
+            (p for p in state.processes if p["role"] == "delayline" and p["link"] == wan["name"]),
+            None,
+        )
+        if proc is None:
+            raise TestbedError(f"WAN link {wan['name']} has no recorded delay line")
+        current = {d: wan[d]["delay_s"] for d in ("ab", "ba")}
+        pid = proc["pid"]
+        if current != new or not is_ours(proc["pid"], proc["start_time"]):
+            argv = list(proc["argv"])
+            for d in ("ab", "ba"):
+                argv[argv.index(f"--delay-{d}") + 1] = format_time(new[d])
+            stop_process(proc["pid"], proc["start_time"])
+            state.processes.remove(proc)
+            for d in ("ab", "ba"):
+                wan[d]["delay_s"] = new[d]
+            state.save()
+            start_daemon(state, argv, "delayline", wan["name"])
+            pid = state.processes[-1]["pid"]
+        ways = (
+            f"{format_time(new['ab'])} each way"
+            if new["ab"] == new["ba"]
+            else f"ab {format_time(new['ab'])}, ba {format_time(new['ba'])}"
+        )
+        said.append(f"wan {wan['name']}: delay {ways} (delay line pid {pid})")
+    return said

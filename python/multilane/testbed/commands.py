@@ -1,5 +1,5 @@
-"""`multilane testbed up|down|status|check|exec`: argument parsing lives in cli.py, the work
-in build.py, bed.py and check.py."""
+"""`multilane testbed up|down|status|check|exec|set-delay`: the arguments are added to cli.py's
+parser here, the work is done in build.py, bed.py and check.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import paths
 from ..context import Context
 from ..errors import UsageError
-from ..scenario import load_scenario
+from ..scenario import Scenario, load_scenario
 from .bed import Testbed
 from .build import down, up
 from .check import (
@@ -28,7 +28,7 @@ from .check import (
     stream_counts,
 )
 from .system import require_root
-from .topology import format_rate, format_time
+from .topology import VARIANTS, Network, format_rate, format_time, parse_time
 
 
 def _streams(text: str) -> tuple[int, ...]:
@@ -41,13 +41,53 @@ def _streams(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{exc} (e.g. --streams 1,2,4)") from None
 
 
+def _delay(text: str) -> float | None:
+    """set-delay DELAY: a time (0 allowed, at most 10 s), or 'configured' (None)."""
+    if text == "configured":
+        return None
+    seconds = parse_time(text)
+    if seconds is None or seconds > 10:
+        raise argparse.ArgumentTypeError(
+            f"invalid delay {text!r} (expected e.g. 5ms, 250us, 0, at most 10s, or configured)"
+        )
+    return seconds
+
+
+def variant_network(scenario: Scenario, variant: str | None) -> Network:
+    """The scenario's network as `variant` (None: as written) wants it; UsageError naming
+    the file when it cannot be (private without a private site)."""
+    if scenario.network is None:
+        raise UsageError(f"{scenario.path}: no [network] table: nothing to build")
+    try:
+        return scenario.network.variant(variant or scenario.network.variant_name)
+    except ValueError as exc:
+        raise UsageError(f"{scenario.path}: network {variant}: {exc}") from None
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The `testbed` subcommand and its actions."""
     tb = sub.add_parser("testbed", help="the emulated multi-site network (docs/TESTBED.md)")
     actions = tb.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
     tb_up = actions.add_parser("up", help="build the network of a scenario file")
     tb_up.add_argument("scenario", type=Path, metavar="SCENARIO.toml")
+    tb_up.add_argument(
+        "--network",
+        choices=VARIANTS,
+        default=None,
+        help="with private sites: the network as written (private, the default) or the same "
+        "sites made routable (direct)",
+    )
     actions.add_parser("down", help="remove everything the test bed made")
+    tb_delay = actions.add_parser(
+        "set-delay", help="change the WAN links' one-way delay on the live test bed"
+    )
+    tb_delay.add_argument(
+        "delay",
+        type=_delay,
+        metavar="DELAY",
+        help="one way, both directions: 5ms, 250us, 0; 'configured': the scenario's again",
+    )
+    tb_delay.add_argument("--link", metavar="NAME", help="only this WAN link (default: every one)")
     tb_status = actions.add_parser("status", help="hosts, addresses, delay lines")
     tb_status.add_argument("--json", action="store_true", help="print JSON")
     tb_check = actions.add_parser("check", help="configured vs measured RTT, loss, TCP")
@@ -82,9 +122,16 @@ def _print_status(bed: Testbed, ctx: Context) -> None:
         f"{'' if state.complete else ' (INCOMPLETE)'}; MTU {state.mtu}; "
         f"agent {state.agent}"
     )
+    if state.variant == "private":
+        ctx.say(
+            "private sites: "
+            + ", ".join(f"{s.name} {s.subnet}" for s in bed.sites if s.private)
+            + " (no route between sites; front-ends' WAN side in wan address)"
+        )
     ctx.say(f"{'host':<13} {'site':<9} {'address':<15} {'iface':<6} namespace")
     for h in bed.hosts:
-        ctx.say(f"{h.name:<13} {h.site:<9} {h.address:<15} {h.interface:<6} {h.namespace}")
+        wan = f"  wan {h.wan_address} ({h.wan_interface})" if h.wan_address else ""
+        ctx.say(f"{h.name:<13} {h.site:<9} {h.address:<15} {h.interface:<6} {h.namespace}{wan}")
     alive = {p["link"]: p for p in bed.delaylines()}
     for w in state.wan:
         props = ", ".join(
@@ -114,9 +161,7 @@ def cmd_testbed(args: argparse.Namespace, ctx: Context) -> int:
     if action == "up":
         require_root(ctx.euid)
         scenario = load_scenario(args.scenario)
-        if scenario.network is None:
-            raise UsageError(f"{args.scenario}: no [network] table: nothing to build")
-        state = up(scenario.network, args.scenario, ctx)
+        state = up(variant_network(scenario, args.network), args.scenario, ctx)
         _print_status(Testbed(state), ctx)
         ctx.say("multilane: test bed is up; `multilane testbed down` removes it")
         return 0
@@ -137,6 +182,10 @@ def cmd_testbed(args: argparse.Namespace, ctx: Context) -> int:
         else:
             _print_status(bed, ctx)
         return 0
+    if action == "set-delay":
+        for line in _live(ctx).set_delay(args.delay, args.link):
+            ctx.say(line)
+        return 0
     if action == "check":
         bed = _live(ctx)
         rows = check(ctx, bed.state, quiet=args.json, streams=args.streams)
@@ -155,24 +204,31 @@ def cmd_testbed(args: argparse.Namespace, ctx: Context) -> int:
 
 
 @contextlib.contextmanager
-def testbed_for(scenario_path: Path, ctx: Context) -> Iterator[Testbed]:
-    """The test bed of `scenario_path` for the duration of a run: a live one built from the
-    same file is used as it is; otherwise one is brought up and taken down afterwards (also
-    when the run fails).  A live one from another scenario is an error."""
+def testbed_for(scenario_path: Path, ctx: Context, variant: str | None = None) -> Iterator[Testbed]:
+    """The test bed of `scenario_path` (its network as `variant` wants it: "private",
+    "direct"; None: as written) for the duration of a run: a live one built from the same
+    file and variant is used as it is; otherwise one is brought up and taken down afterwards
+    (also when the run fails).  A live one from another scenario or variant is an error."""
     require_root(ctx.euid)
+    scenario = load_scenario(scenario_path)
+    network = variant_network(scenario, variant)
     live = Testbed.load(ctx)
     if live is not None:
         if Path(live.state.scenario) != scenario_path.resolve():
             raise UsageError(
                 f"a test bed from {live.state.scenario} is up: run multilane testbed down first"
             )
+        if live.state.variant != network.variant_name:
+            raise UsageError(
+                f"the test bed that is up is the {live.state.variant} network of "
+                f"{paths.display(scenario_path)}, this run needs the {network.variant_name} "
+                "one: run multilane testbed down first"
+            )
         yield live
         return
-    scenario = load_scenario(scenario_path)
-    if scenario.network is None:
-        raise UsageError(f"{scenario_path}: no [network] table: not a test-bed scenario")
-    ctx.say(f"multilane: bringing up the test bed of {paths.display(scenario_path)}")
-    state = up(scenario.network, scenario_path, ctx)
+    what = "" if variant is None else f" ({network.variant_name} network)"
+    ctx.say(f"multilane: bringing up the test bed of {paths.display(scenario_path)}{what}")
+    state = up(network, scenario_path, ctx)
     try:
         yield Testbed(state)
     finally:

@@ -108,6 +108,12 @@ def placement(
         )
     if not bed.state.complete:
         raise UsageError("the test bed is INCOMPLETE (a failed up): run multilane testbed down")
+    if bed.state.variant != network.variant_name:
+        raise UsageError(
+            f"{name}: the test bed that is up is the {bed.state.variant} network of {where}, "
+            f"the run needs the {network.variant_name} one (network = "
+            f'"{network.variant_name}"): run multilane testbed down first'
+        )
     pool, what = network.hosts, "the test bed has"
     if site is not None:
         try:
@@ -133,10 +139,15 @@ def placement(
         chosen = tuple(s.hosts[0] for s in network.sites)
     if hosts is None and site is None and len(chosen) < 2:
         raise UsageError(f"{name}: the scenario has fewer than 2 hosts to spread ranks over")
+    sites = len({h.site for h in chosen})
+    if network.private and sites > 1:
+        raise UsageError(
+            f"{name}: the sites of the private network have no route between them: a run "
+            'across sites needs network = "direct" (or multilane grid run), or site = NAME'
+        )
     names = tuple(h.name for h in chosen)
     iface = bed.host(names[0]).interface
     place = HostPlacement(names, ppn, str(bed.agent), network.subnet, iface)
-    sites = len({h.site for h in chosen})
     rates = tuple(h.nic_rate_bps for h in chosen)
     return TestbedRun(bed, place, str(where), sites, hosts, site, rates)
 

@@ -46,6 +46,8 @@ class State:
     wan_mode: str = "delayline"  # or "bridge" (stand-in without delay, rate or loss)
     complete: bool = False
     mtu: int = 1500
+    variant: str = "direct"  # "private" when a site is private (topology.Network.variant)
+    sites: list[dict[str, Any]] = field(default_factory=list)  # name, private, subnet
     namespaces: list[dict[str, Any]] = field(default_factory=list)
     links: list[dict[str, Any]] = field(default_factory=list)
     hosts: list[dict[str, Any]] = field(default_factory=list)
@@ -85,9 +87,10 @@ class State:
         return path
 
     def host(self, name: str) -> dict[str, Any]:
-        """The record of host `name` (UsageError when there is none)."""
+        """The record of host `name`, or with that address (a front-end's WAN-side one too);
+        UsageError when there is none."""
         for host in self.hosts:
-            if name in (host["name"], host["address"]):
+            if name in (host["name"], host["address"], host.get("wan_address")):
                 return host
         known = ", ".join(h["name"] for h in self.hosts)
         raise UsageError(f"no host '{name}' in the test bed (hosts: {known})")

@@ -6,15 +6,31 @@ messages read ``FILE: network.wan[0].delay: invalid time 'fast' (expected e.g. 5
 
 Layout (docs/TESTBED.md): each site is one L2 segment (a switch namespace with a bridge);
 a WAN link joins the switches of two sites through a delay line.  Hosts carry a list of
-interfaces, each on a named network, so that private per-site networks with dual-homed
-front-end hosts can be added later as more networks and interfaces."""
+interfaces, each on a named network.
+
+A site may be `private = true`: its own /24 (``lan-<site>``), no route to any other site.
+Its `frontends = N` dual-homed front-end hosts (``<site>fe1`` .. ``<site>feN``) have a second
+interface, ``eth1``, on the site's outside segment (``out-<site>``); a WAN link between two
+private sites joins their outside segments, so front-ends reach each other's WAN-side
+addresses and compute hosts reach only their own site.  Addresses (site i, host j, both from
+1, in file order; front-ends numbered after the compute hosts of their site):
+
+    public site, host j            SUBNET + i.j /16          (e.g. 10.77.1.2/16)
+    private site, compute host j   SUBNET + i.j /24          (e.g. 10.77.1.2/24)
+    private site, front-end k      inside  SUBNET + i.(N+k) /24  (N compute hosts)
+                                   WAN side FRONTEND_SUBNET + i.k /16 (e.g. 10.78.1.1/16)
+
+API for launchers: `Network.sites`; a `Site` has `hosts` (the compute hosts: name, address),
+`frontends` (name, `address` = inside address, `wan_address`), `private` and `subnet`;
+`Network.variant("direct")` is the same sites made routable (every site public, no
+front-ends, compute hosts at the same addresses with /16): one MPI job can span them."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 Fail = Callable[[str, str], Exception]
@@ -25,8 +41,11 @@ DEFAULT_MTU = 1500
 MAX_SITES = 250
 MAX_HOSTS_PER_SITE = 250
 HOST_IFACE = "eth0"
-NETWORK_KEYS = ("mtu", "subnet", "tcp", "site", "wan")
-SITE_KEYS = ("name", "hosts", "nic_rate", "tcp")
+WAN_IFACE = "eth1"  # a front-end's WAN-side interface
+MAX_FRONTENDS = 64
+VARIANTS = ("private", "direct")  # what `Network.variant` makes of a scenario's network
+NETWORK_KEYS = ("mtu", "subnet", "frontend_subnet", "tcp", "site", "wan")
+SITE_KEYS = ("name", "hosts", "nic_rate", "tcp", "private", "frontends", "frontend_nic_rate")
 TCP_KEYS = ("rmem_max", "wmem_max", "congestion")
 LINK_KEYS = ("rate", "delay", "loss", "queue", "flow_rate", "flow_queue")
 WAN_KEYS = ("name", "sites", *LINK_KEYS, "ab", "ba", "blackhole")
@@ -156,32 +175,62 @@ class Interface:
 
 @dataclass(frozen=True)
 class Host:
-    """A host: a network namespace with its own hostname."""
+    """A host: a network namespace with its own hostname.  A compute host has one interface
+    (`eth0` on its site's network); a front-end (role "frontend") of a private site has a
+    second one, `eth1`, on the site's outside segment, which WAN links join."""
 
     name: str
     site: str
-    nic_rate_bps: int  # 0: unlimited
+    nic_rate_bps: int  # 0: unlimited (eth0, both directions)
     tcp: TcpSettings
     interfaces: tuple[Interface, ...]
+    role: str = "compute"  # or "frontend"
+    wan_nic_rate_bps: int = 0  # a front-end's eth1 (both directions); 0: unlimited
 
     @property
     def address(self) -> str:
-        """The address of its first interface (without prefix length)."""
+        """The address of its first interface (without prefix length): for a front-end its
+        inside address, on the site's network."""
         return self.interfaces[0].ip
+
+    @property
+    def wan_interface(self) -> Interface | None:
+        """A front-end's WAN-side interface (None for a compute host)."""
+        return self.interfaces[1] if len(self.interfaces) > 1 else None
+
+    @property
+    def wan_address(self) -> str | None:
+        """A front-end's WAN-side address (None for a compute host)."""
+        iface = self.wan_interface
+        return None if iface is None else iface.ip
 
 
 @dataclass(frozen=True)
 class Site:
-    """A site: hosts on one switch (a bridge in the site's switch namespace)."""
+    """A site: hosts on one switch (a bridge in the site's switch namespace).  `hosts` are its
+    compute hosts; a private site's `frontends` are dual-homed (inside + WAN side)."""
 
     name: str
     index: int
     hosts: tuple[Host, ...]
+    private: bool = False
+    frontends: tuple[Host, ...] = ()
+    subnet: str = ""  # the site's network: its own /24 when private, else the shared /16
 
     @property
     def network(self) -> str:
         """The name of the site's L2 network."""
         return f"lan-{self.name}"
+
+    @property
+    def outside(self) -> str:
+        """The name of a private site's outside segment (its front-ends' WAN side)."""
+        return f"out-{self.name}"
+
+    @property
+    def all_hosts(self) -> tuple[Host, ...]:
+        """Compute hosts, then front-ends."""
+        return self.hosts + self.frontends
 
 
 @dataclass(frozen=True)
@@ -243,11 +292,27 @@ class Network:
     subnet: str
     sites: tuple[Site, ...]
     wan: tuple[WanLink, ...]
+    frontend_subnet: str | None = None  # the front-ends' WAN side; None without front-ends
 
     @property
     def hosts(self) -> tuple[Host, ...]:
-        """Every host, site by site."""
+        """Every compute host, site by site (where MPI ranks go; front-ends excluded)."""
         return tuple(h for s in self.sites for h in s.hosts)
+
+    @property
+    def all_hosts(self) -> tuple[Host, ...]:
+        """Every host, site by site: compute hosts, then the site's front-ends."""
+        return tuple(h for s in self.sites for h in s.all_hosts)
+
+    @property
+    def private(self) -> bool:
+        """Whether a site is private (then no MPI job spans sites)."""
+        return any(s.private for s in self.sites)
+
+    @property
+    def variant_name(self) -> str:
+        """ "private" when a site is private, else "direct" (every site routable)."""
+        return "private" if self.private else "direct"
 
     def site(self, name: str) -> Site:
         """The site called `name` (KeyError if none)."""
@@ -255,6 +320,39 @@ class Network:
             if site.name == name:
                 return site
         raise KeyError(name)
+
+    def variant(self, name: str) -> Network:
+        """The network as a run factor `network = NAME` wants it: "private" is this network
+        (ValueError when no site is private), "direct" the same sites made routable: every
+        compute host at the same address on the shared /16, no front-ends, the same WAN
+        links (rate, delay, loss) between the sites' switches."""
+        if name not in VARIANTS:
+            raise ValueError(f"unknown network variant {name!r} (known: {', '.join(VARIANTS)})")
+        if name == "private":
+            if not self.private:
+                raise ValueError("the [network] has no private site")
+            return self
+        if not self.private:
+            return self
+        prefix = ipaddress.IPv4Network(self.subnet).prefixlen
+        sites = tuple(
+            Site(
+                s.name,
+                s.index,
+                tuple(
+                    replace(
+                        h,
+                        interfaces=tuple(
+                            replace(i, address=f"{i.ip}/{prefix}") for i in h.interfaces
+                        ),
+                    )
+                    for h in s.hosts
+                ),
+                subnet=self.subnet,
+            )
+            for s in self.sites
+        )
+        return Network(self.mtu, self.subnet, sites, self.wan)
 
 
 class _Parser:
@@ -400,6 +498,7 @@ class _Parser:
             raise self.fail("network.site", "expected one or more [[network.site]] tables")
         if len(site_tables) > MAX_SITES:
             raise self.fail("network.site", f"at most {MAX_SITES} sites")
+        outside = self.frontend_subnet(net, parsed, site_tables)
         sites: list[Site] = []
         seen_hosts: dict[str, str] = {}
         for i, raw in enumerate(site_tables):
@@ -416,18 +515,98 @@ class _Parser:
             names = self.host_names(table.get("hosts", 1), f"{where}.hosts", name)
             nic = self.rate(table.get("nic_rate", 0), f"{where}.nic_rate")
             site_tcp = self.tcp(table.get("tcp", {}), f"{where}.tcp", tcp)
+            private, count, fe_rate = self.frontend_keys(table, where, len(names))
+            names += [f"{name}fe{k}" for k in range(1, count + 1)]
+            base = parsed.network_address + (i + 1) * 256
             hosts = []
             for j, host in enumerate(names):
                 if host in seen_hosts:
                     raise self.fail(
-                        f"{where}.hosts", f"host '{host}' is also in site '{seen_hosts[host]}'"
+                        f"{where}.hosts" if j < len(names) - count else f"{where}.frontends",
+                        f"host '{host}' is also in site '{seen_hosts[host]}'",
                     )
                 seen_hosts[host] = name
-                address = f"{parsed.network_address + (i + 1) * 256 + j + 1}/16"
-                iface = Interface(HOST_IFACE, f"lan-{name}", address)
-                hosts.append(Host(host, name, nic, site_tcp, (iface,)))
-            sites.append(Site(name, i, tuple(hosts)))
-        return Network(mtu, str(parsed), tuple(sites), self.wan(net.get("wan", []), sites))
+                iface = Interface(
+                    HOST_IFACE, f"lan-{name}", f"{base + j + 1}/{24 if private else 16}"
+                )
+                if j < len(names) - count:
+                    hosts.append(Host(host, name, nic, site_tcp, (iface,)))
+                    continue
+                assert outside is not None  # frontend_subnet() sets it when a site has any
+                k = j - (len(names) - count) + 1
+                wan = Interface(
+                    WAN_IFACE, f"out-{name}", f"{outside.network_address + (i + 1) * 256 + k}/16"
+                )
+                hosts.append(Host(host, name, nic, site_tcp, (iface, wan), "frontend", fe_rate))
+            compute, fronts = tuple(hosts[: len(hosts) - count]), tuple(hosts[len(hosts) - count :])
+            subnet = f"{base}/24" if private else str(parsed)
+            sites.append(Site(name, i, compute, private, fronts, subnet))
+        wan = self.wan(net.get("wan", []), sites)
+        return Network(
+            mtu, str(parsed), tuple(sites), wan, None if outside is None else str(outside)
+        )
+
+    def frontend_keys(
+        self, table: Mapping[str, Any], where: str, compute: int
+    ) -> tuple[bool, int, int]:
+        """A site's private, frontends and frontend_nic_rate (False, 0, 0 when absent)."""
+        private = table.get("private", False)
+        if not isinstance(private, bool):
+            raise self.fail(f"{where}.private", f"expected true or false, got {private!r}")
+        count = table.get("frontends", 0)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_FRONTENDS:
+            raise self.fail(
+                f"{where}.frontends", f"expected 0 to {MAX_FRONTENDS} front-ends, got {count!r}"
+            )
+        if count and not private:
+            raise self.fail(
+                f"{where}.frontends",
+                "front-ends need private = true (they join a private site to the WAN)",
+            )
+        if compute + count > MAX_HOSTS_PER_SITE:
+            raise self.fail(
+                f"{where}.frontends",
+                f"{compute} hosts and {count} front-ends: at most {MAX_HOSTS_PER_SITE} in all",
+            )
+        rate = 0
+        if "frontend_nic_rate" in table:
+            if not count:
+                raise self.fail(
+                    f"{where}.frontend_nic_rate", "needs frontends = N (the front-ends it caps)"
+                )
+            rate = self.rate(table["frontend_nic_rate"], f"{where}.frontend_nic_rate")
+        return private, count, rate
+
+    def frontend_subnet(
+        self, net: Mapping[str, Any], subnet: ipaddress.IPv4Network, sites: list[Any]
+    ) -> ipaddress.IPv4Network | None:
+        """The /16 of the front-ends' WAN side: `frontend_subnet`, by default the /16 after
+        `subnet` (10.77.0.0/16 -> 10.78.0.0/16); None when no site has front-ends."""
+        wanted = any(isinstance(t, dict) and t.get("frontends") for t in sites)
+        where = "network.frontend_subnet"
+        if "frontend_subnet" not in net:
+            if not wanted:
+                return None
+            following = ipaddress.IPv4Network(((int(subnet.network_address) + 2**16) % 2**32, 16))
+            if not following.is_private:
+                raise self.fail(
+                    where,
+                    f"missing: the /16 after subnet {subnet} ({following}) is not private: "
+                    "give the front-ends' WAN-side /16, e.g. 10.78.0.0/16",
+                )
+            return following
+        if not wanted:
+            raise self.fail(where, "no site has front-ends (frontends = N) to address with it")
+        value = net["frontend_subnet"]
+        try:
+            parsed = ipaddress.IPv4Network(value)
+        except (ValueError, TypeError):
+            parsed = None
+        if parsed is None or parsed.prefixlen != 16 or not parsed.is_private:
+            raise self.fail(where, f"expected a private IPv4 /16, e.g. 10.78.0.0/16, got {value!r}")
+        if parsed == subnet:
+            raise self.fail(where, f"must differ from subnet ({subnet})")
+        return parsed
 
     def wan(self, value: object, sites: list[Site]) -> tuple[WanLink, ...]:
         if isinstance(value, dict):
@@ -448,6 +627,22 @@ class _Parser:
                 if name not in known:
                     raise self.fail(
                         f"{where}.sites", f"unknown site {name!r} (known: {', '.join(known)})"
+                    )
+            by_name = {s.name: s for s in sites}
+            kinds = [by_name[n].private for n in pair]
+            if kinds[0] != kinds[1]:
+                private, public = pair if kinds[0] else pair[::-1]
+                raise self.fail(
+                    f"{where}.sites",
+                    f"joins private site '{private}' and public site '{public}': a WAN link "
+                    "joins two private sites (through their front-ends) or two public ones",
+                )
+            for n in pair:
+                if by_name[n].private and not by_name[n].frontends:
+                    raise self.fail(
+                        f"{where}.sites",
+                        f"private site '{n}' has no front-ends to reach the WAN through "
+                        "(set frontends = N)",
                     )
             name = table.get("name", f"{pair[0]}{pair[1]}")
             if (
