@@ -9,8 +9,10 @@ standard's own description of every C binding (the `pympistandard` package), and
                   and, for the engine's objects built into the layer (MLN_PMPI_REDIRECT), one
                   macro per defined function that sends its calls to the real MPI
   wrappers_gen.c  every exported symbol (MPI_X and its alias PMPI_X, the _c forms under
-                  MLN_PL_BIGCOUNT): a body's call, a poll wrapper or a flush wrapper; and the
-                  names the table is resolved from
+                  MLN_PL_BIGCOUNT): a body's call, a poll wrapper or a flush wrapper; the grid
+                  guards (every other standard function with an input MPI_Comm: refused on the
+                  grid world under `multilane grid run`, compiled where the MPI's mpi.h declares
+                  it, MLN_PL_HAVE_X from CMake); and the names the table is resolved from
 
 Usage: gen_wrappers.py [--check] [SRCDIR]   (--check: exit 1 if the files are not up to date)
 """
@@ -70,11 +72,16 @@ def binding(proc_name: str, big: bool = False) -> Binding | None:
     return Binding(name=name, ret=str(iso_c.return_type or "int"), params=params)
 
 
+KINDS = ("impl", "p2p", "grid", "poll", "flush", "born", "real", "local", "nogrid")
+
+
 @dataclass
 class Spec:
-    kind: str  # impl, poll, flush, born, real
+    kind: str  # one of KINDS; "guard": made by the generator (grid_guards)
     name: str
     mpi4: bool = False  # only where the MPI has it (MLN_PL_MPI4)
+    grid: bool = False  # poll/born: on the grid world, the body mln_pl_grid_NAME instead
+    have: bool = False  # only where the MPI's mpi.h declares it (MLN_PL_HAVE_NAME)
 
 
 def read_spec(path: Path) -> list[Spec]:
@@ -86,38 +93,79 @@ def read_spec(path: Path) -> list[Spec]:
         parts = line.split()
         if (
             len(parts) not in (2, 3)
-            or parts[0] not in ("impl", "p2p", "poll", "flush", "born", "real")
-            or parts[2:] not in ([], ["mpi4"])
+            or parts[0] not in KINDS
+            or parts[2:] not in ([], ["mpi4"], ["grid"])
+            or (parts[2:] == ["grid"] and parts[0] not in ("poll", "born"))
         ):
             sys.exit(
-                f"{path}:{lineno}: expected 'impl|poll|flush|born|real NAME [mpi4]', got {line!r}"
+                f"{path}:{lineno}: expected '{'|'.join(KINDS)} NAME [mpi4|grid]', got {line!r}"
             )
         if binding(parts[1]) is None:
             sys.exit(f"{path}:{lineno}: MPI_{parts[1]} is not in the MPI standard's API data")
-        specs.append(Spec(parts[0], parts[1], len(parts) == 3))
+        specs.append(
+            Spec(
+                parts[0],
+                parts[1],
+                mpi4=parts[2:] == ["mpi4"],
+                grid=parts[2:] == ["grid"],
+                have=parts[0] == "nogrid",
+            )
+        )
     return specs
 
 
-def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool]]:
-    """(binding, is_bigcount, mpi4) for every real entry point the layer calls, in order."""
-    seen: dict[str, tuple[Binding, bool, bool]] = {}
+def comm_params(b: Binding) -> list[str]:
+    """The names of b's input communicators (MPI_Comm by value)."""
+    return [a for p, a in b.params if p == f"MPI_Comm {a}"]
 
-    def add(name: str, big: bool, mpi4: bool) -> None:
+
+def grid_guards(specs: list[Spec]) -> list[Spec]:
+    """Every standard function with an input MPI_Comm that wrappers.txt does not name: under
+    `multilane grid run` it must not run on the site's own world in the grid world's name, so
+    the layer defines it as a guard (refused on MPI_COMM_WORLD, passed through elsewhere)."""
+    named = {s.name for s in specs}
+    guards = []
+    for key in sorted(std.PROCEDURES):
+        b = binding(key[4:])
+        if b is None or b.name in named or b.name.endswith("_c") or not comm_params(b):
+            continue
+        guards.append(Spec("guard", b.name, have=True))
+    return guards
+
+
+def all_specs(path: Path) -> list[Spec]:
+    specs = read_spec(path)
+    return specs + grid_guards(specs)
+
+
+def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool, bool]]:
+    """(binding, is_bigcount, mpi4, have) for every real entry point the layer calls."""
+    seen: dict[str, tuple[Binding, bool, bool, bool]] = {}
+
+    def add(name: str, big: bool, mpi4: bool, have: bool) -> None:
         b = binding(name, big)
         if b is not None and b.name not in seen:
-            seen[b.name] = (b, big, mpi4)
+            seen[b.name] = (b, big, mpi4, have)
 
     for spec in specs:
-        add(spec.name, False, spec.mpi4)
-        add(spec.name, True, spec.mpi4)
+        if spec.kind == "local":
+            continue
+        add(spec.name, False, spec.mpi4, spec.have)
+        add(spec.name, True, spec.mpi4, spec.have)
         if spec.kind == "poll":
-            add("I" + spec.name, False, spec.mpi4)
-            add("I" + spec.name, True, spec.mpi4)
+            add("I" + spec.name, False, spec.mpi4, spec.have)
+            add("I" + spec.name, True, spec.mpi4, spec.have)
     return list(seen.values())
 
 
-def guard(big: bool, text: str, mpi4: bool = False) -> str:
+def entry_guard(b: Binding, big: bool, mpi4: bool, have: bool, text: str) -> str:
+    return guard(big, text, mpi4, b.name if have else "")
+
+
+def guard(big: bool, text: str, mpi4: bool = False, have: str = "") -> str:
     conds = (["MLN_PL_BIGCOUNT"] if big else []) + (["MLN_PL_MPI4"] if mpi4 else [])
+    if have:  # declared by this MPI's mpi.h (CMake's mln_pmpi_have.h)
+        conds = [f"defined(MLN_PL_HAVE_{have})"]
     return f"#if {' && '.join(conds)}\n{text}#endif\n" if conds else text
 
 
@@ -134,11 +182,14 @@ def gen_header(specs: list[Spec]) -> str:
         "#define MLN_PL_MPI4 1\n#else\n#define MLN_PL_MPI4 0\n#endif\n\n"
         "/* The layer's own data: reached without the GOT (the library exports only MPI names). */\n"
         "#define MLN_PL_HIDDEN __attribute__((visibility(\"hidden\")))\n\n"
+        "/* Which functions this MPI's mpi.h declares (MLN_PL_HAVE_X): written by CMake for the\n"
+        " * layer's build (src/preload/CMakeLists.txt); the grid guards exist only for those. */\n"
+        "#ifdef MLN_PL_HAVE_H\n#include \"mln_pmpi_have.h\"\n#endif\n\n"
         "/* The real entry points (PMPI_X of the MPI library), resolved once (preload.c). */\n"
         "struct mln_pmpi_table {\n"
     )
-    for b, big, mpi4 in table_entries(specs):
-        out.append(guard(big, f"    __typeof__(PMPI_{b.name}) *{b.name};\n", mpi4))
+    for b, big, mpi4, have in table_entries(specs):
+        out.append(entry_guard(b, big, mpi4, have, f"    __typeof__(PMPI_{b.name}) *{b.name};\n"))
     out.append("};\nextern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;\n\n")
     out.append(
         "/* Resolves every entry; the names of those not found are written to missing\n"
@@ -147,11 +198,24 @@ def gen_header(specs: list[Spec]) -> str:
         "/* The hand-written bodies (preload_*.c): the standard's parameters, large-count form. */\n"
     )
     for spec in specs:
-        if spec.kind not in ("impl", "p2p"):
+        if spec.kind not in ("impl", "p2p", "grid"):
             continue
         b = binding(spec.name, True) or binding(spec.name)
         assert b is not None
         out.append(Binding(spec.name, b.ret, b.params).decl("mln_pl_") + ";\n")
+    out.append(
+        "\n/* Grid mode (preload_grid.c): 1 under `multilane grid run`, where the program's\n"
+        " * MPI_COMM_WORLD is the grid's world; the bodies of poll and born functions marked\n"
+        " * `grid` there; and the refusal of every other call on it (one line, then the world's\n"
+        " * error handler with MPI_ERR_UNSUPPORTED_OPERATION). */\n"
+        "extern int mln_pl_grid_on MLN_PL_HIDDEN;\n"
+        "int mln_pl_grid_refuse(const char *call, int on_world);\n"
+    )
+    for spec in specs:
+        if spec.grid:
+            b = binding(spec.name)
+            assert b is not None
+            out.append(Binding(spec.name, b.ret, b.params).decl("mln_pl_grid_") + ";\n")
     out.append(
         "\n/* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs\n"
         " * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and\n"
@@ -180,26 +244,55 @@ def gen_header(specs: list[Spec]) -> str:
         " * the table.  Set by src/preload/CMakeLists.txt for its copy of the library. */\n"
     )
     for spec in specs:
-        if spec.kind == "real":
+        if spec.kind == "local" or (spec.kind == "real" and not wrapped_real(spec)):
             continue
         for big in (False, True):
             b = binding(spec.name, big)
             if b is not None:
-                out.append(guard(big, f"#define MPI_{b.name} (*mln_pmpi.{b.name})\n", spec.mpi4))
+                text = f"#define MPI_{b.name} (*mln_pmpi.{b.name})\n"
+                out.append(entry_guard(b, big, spec.mpi4, spec.have, text))
     out.append("#endif /* MLN_PMPI_REDIRECT */\n\n#endif /* MLN_WRAPPERS_GEN_H */\n")
     return "".join(out)
 
 
-def wrapper(b: Binding, body: str, p2p: bool = False) -> str:
+def wrapped_real(spec: Spec) -> bool:
+    """A `real` entry that takes a communicator still gets a grid guard as its wrapper."""
+    b = binding(spec.name)
+    return b is not None and bool(comm_params(b))
+
+
+def grid_check(b: Binding, spec: Spec) -> str:
+    """The grid guard of a wrapper: on the grid world (any input communicator, or always for
+    `nogrid` and for constructors from groups), the refusal or the grid body."""
+    comms = comm_params(b)
+    if spec.kind not in ("poll", "born", "real", "guard", "nogrid"):
+        return ""
+    assert b.ret == "int", b.name
+    cond = "mln_pl_grid_on"
+    if comms and spec.kind != "nogrid":
+        cond += " && (" + " || ".join(f"{c} == MPI_COMM_WORLD" for c in comms) + ")"
+    on_world = int(bool(comms) and spec.kind != "nogrid")
+    act = (
+        f"mln_pl_grid_{spec.name}({b.args()})"
+        if spec.grid
+        else f'mln_pl_grid_refuse("MPI_{b.name}", {on_world})'
+    )
+    return f"    if ({cond})\n        return {act};\n"
+
+
+def wrapper(b: Binding, body: str, p2p: bool = False, check: str = "", grid: bool = False) -> str:
     # A call from inside the MPI library itself (MPICH's ROMIO calls MPI_X by name) goes
     # straight back to MPI: its messages are MPI's own business on both sides; so does a
-    # point-to-point call in a job with no remote peer (one test, no call into the layer).
+    # point-to-point call in a job with no remote peer (one test, no call into the layer),
+    # and a `grid` function outside grid mode.
     cond = "mln_pl_from_mpi(__builtin_return_address(0))"
     if p2p:
         cond = "!mln_pl_p2p || " + cond
+    if grid:
+        cond = "!mln_pl_grid_on || " + cond
     inside = f"    if ({cond})\n        return mln_pmpi.{b.name}({b.args()});\n"
     return (
-        f"{b.decl('MPI_')}\n{{\n{inside}{body}}}\n"
+        f"{b.decl('MPI_')}\n{{\n{inside}{check}{body}}}\n"
         f"{b.decl('PMPI_')} __attribute__((alias(\"MPI_{b.name}\")));\n\n"
     )
 
@@ -213,10 +306,13 @@ def gen_source(specs: list[Spec]) -> str:
     for spec in specs:
         for big in (False, True):
             b = binding(spec.name, big)
-            if b is None or spec.kind == "real":
+            unwrapped = spec.kind == "local" or (spec.kind == "real" and not wrapped_real(spec))
+            if b is None or unwrapped:
                 continue
-            if spec.kind in ("impl", "p2p"):
+            if spec.kind in ("impl", "p2p", "grid"):
                 body = f"    return mln_pl_{spec.name}({b.args()});\n"
+            elif spec.kind in ("guard", "nogrid", "real"):
+                body = f"    return mln_pmpi.{b.name}({b.args()});\n"
             elif spec.kind == "born":
                 out_comm = [n for t, n in b.params if t.startswith("MPI_Comm*")]
                 assert len(out_comm) == 1, spec.name
@@ -240,13 +336,14 @@ def gen_source(specs: list[Spec]) -> str:
                     f"    return mln_pl_coll_wait(comm, mln_pmpi.{twin.name}({twin_args}, &mln_rq),"
                     " &mln_rq);\n"
                 )
-            out.append(guard(big, wrapper(b, body, spec.kind == "p2p"), spec.mpi4))
+            text = wrapper(b, body, spec.kind == "p2p", grid_check(b, spec), spec.kind == "grid")
+            out.append(entry_guard(b, big, spec.mpi4, spec.have, text))
     out.append(
         "static const struct {\n    const char *name;\n    size_t offset;\n} mln_pmpi_names[] = {\n"
     )
-    for b, big, mpi4 in table_entries(specs):
+    for b, big, mpi4, have in table_entries(specs):
         entry = f'    {{"PMPI_{b.name}", offsetof(struct mln_pmpi_table, {b.name})}},\n'
-        out.append(guard(big, entry, mpi4))
+        out.append(entry_guard(b, big, mpi4, have, entry))
     out.append(
         "};\n\nint mln_pmpi_resolve(void *(*lookup)(const char *name), char *missing, size_t len)\n"
         "{\n    int nmissing = 0;\n    size_t used = 0;\n\n"
@@ -283,7 +380,7 @@ def main() -> int:
     opts = ap.parse_args()
     std.use_api_version(1)
     src = Path(opts.srcdir)
-    specs = read_spec(src / "wrappers.txt")
+    specs = all_specs(src / "wrappers.txt")
     outputs = {
         "wrappers_gen.h": formatted(gen_header(specs), src / "wrappers_gen.h"),
         "wrappers_gen.c": formatted(gen_source(specs), src / "wrappers_gen.c"),

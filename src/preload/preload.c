@@ -266,7 +266,9 @@ int mln_pl_error(MPI_Comm comm, mln_status_t st)
         code = MPI_ERR_OTHER;
         break;
     }
-    if (comm != MPI_COMM_NULL)
+    if (MLN_PL_GRID(comm)) /* fatal: every site ends */
+        mln_pl_grid_error(comm, code);
+    else if (comm != MPI_COMM_NULL)
         MPI_Comm_call_errhandler(comm, code); /* aborts under MPI_ERRORS_ARE_FATAL, as MPI */
     return code;
 }
@@ -290,6 +292,10 @@ void mln_pl_idle(int *spins)
 {
     const int depth = mln_pl.threaded ? lock_depth : 0;
 
+    if (mln_pl.grid != NULL && depth == 0) { /* grid mode: gateways share the host's cores */
+        mln_pl_grid_idle(spins);
+        return;
+    }
     if (depth == 0 && ++*spins < 64)
         return;
     *spins = 0;
@@ -327,7 +333,13 @@ static void start(void)
     MPI_Query_thread(&provided);
     mln_pl.threaded = provided == MPI_THREAD_MULTIPLE;
     env = getenv("MLN_PRELOAD_THREADS");
-    if (mln_pl.threaded && env != NULL && strcmp(env, "0") == 0) {
+    if (mln_pl.threaded && env != NULL && strcmp(env, "0") == 0 && mln_relay_wanted()) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (rank == 0)
+            fprintf(stderr, "multilane-preload: MLN_PRELOAD_THREADS=0 is ignored under "
+                            "`multilane grid run` (MPI_COMM_WORLD spans the sites only through "
+                            "the layer)\n");
+    } else if (mln_pl.threaded && env != NULL && strcmp(env, "0") == 0) {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         if (rank == 0)
             fprintf(stderr, "multilane-preload: MPI_THREAD_MULTIPLE with MLN_PRELOAD_THREADS=0: "
@@ -352,6 +364,8 @@ static void start(void)
     mln_pl_comm_born(MPI_COMM_WORLD);
     world = mln_pl_comm(MPI_COMM_WORLD); /* its entry says whether any rank is remote */
     mln_pl_p2p = world != NULL && world->spans;
+    if (mln_relay_wanted()) /* the grid's world (preload_grid.c): every site is up after it */
+        mln_pl_grid_start();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0 && cfg.log_level >= MLN_LOG_INFO)
         fprintf(stderr,
@@ -390,22 +404,27 @@ static void print_stats(void)
 {
     mln_stripe_counters_t c;
     int rank = 0, size = 0;
+    char grid[256] = "";
 
     mln_stripe_counters(&c);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (mln_pl.grid != NULL) /* global rank and size, and what went through the relay */
+        mln_pl_grid_stats(grid, sizeof(grid), &rank, &size);
     fprintf(stderr,
             "multilane-preload: rank=%d size=%d striped_send_msgs=%llu striped_send_bytes=%llu "
-            "striped_recv_msgs=%llu striped_recv_bytes=%llu bcast_calls=%llu bcast_bytes=%llu\n",
+            "striped_recv_msgs=%llu striped_recv_bytes=%llu bcast_calls=%llu bcast_bytes=%llu%s\n",
             rank, size, (unsigned long long)c.send_msgs, (unsigned long long)c.send_bytes,
             (unsigned long long)c.recv_msgs, (unsigned long long)c.recv_bytes,
-            (unsigned long long)mln_pl.bcast_calls, (unsigned long long)mln_pl.bcast_bytes);
+            (unsigned long long)mln_pl.bcast_calls, (unsigned long long)mln_pl.bcast_bytes, grid);
 }
 
 int mln_pl_Finalize(void)
 {
     if (mln_pl.on) {
         MLN_PL_LOCK();
+        if (mln_pl.grid != NULL) /* every site's ranks reach MPI_Finalize before any leaves */
+            mln_pl_grid_finish();
         mln_pl_drain(1); /* buffered sends: MPI_Finalize completes them */
         /* MPI_Finalize is collective: no rank closes its lanes (mln_finalize) while a peer may
          * still read the end of a message from them (a socket closed with data unread on it
@@ -415,6 +434,7 @@ int mln_pl_Finalize(void)
             mln_pl_poll(&all);
         if (mln_pl.stats)
             print_stats();
+        mln_pl_grid_stop();
         mln_pl_msgs_fini();
         mln_pl.last_comm = MPI_COMM_NULL;
         mln_pl.last_info = NULL;

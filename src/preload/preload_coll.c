@@ -21,9 +21,11 @@ int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
     mln_bcast_algo_t algo;
     mln_status_t st;
     MPI_Count bytes;
-    MPI_Comm cc = mln_pl.on ? mln_pl_coll_comm(comm) : MPI_COMM_NULL;
+    MPI_Comm cc = mln_pl.on && !MLN_PL_GRID(comm) ? mln_pl_coll_comm(comm) : MPI_COMM_NULL;
     int leaders = 0, rc;
 
+    if (MLN_PL_GRID(comm))
+        return mln_pl_grid_refuse(count > INT_MAX ? "MPI_Bcast_c" : "MPI_Bcast", 1);
     if (cc == MPI_COMM_NULL) {
 #if MLN_PL_BIGCOUNT
         if (count > INT_MAX)

@@ -22,9 +22,11 @@
 #define MLN_PRELOAD_INT_H
 
 #include "multilane.h"
+#include "relay/relay.h"
 #include "stripe_hooks.h"
 #include "wrappers_gen.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -61,6 +63,11 @@ struct mln_pl_req {
     int error;              /* MPI error code of the operation (MPI_SUCCESS, MPI_ERR_TRUNCATE...) */
     mln_pl_req_t *next_run; /* on the list of operations the engine runs */
     MPI_Request pair[2];    /* MLN_PL_PAIR: its receive and its send, not yet completed */
+    /* grid mode (preload_grid.c): an operation on the grid world */
+    int grid;
+    mln_relay_send_t *rsend; /* a send to another site, while the relay moves it */
+    MPI_Request mreq;        /* a receive matched to a same-site message: MPI's Imrecv */
+    mln_pl_req_t *next_grid; /* on one of the grid's lists (posted, sends, mrecvs) */
 };
 
 /* ---- what the layer knows about a communicator (an attribute, freed with it) ------------ */
@@ -111,6 +118,7 @@ typedef struct mln_pl {
     /* messages returned by probes (Mprobe, Improbe) for stashed messages */
     struct mln_pl_msg *msgs;
     uint64_t bcast_calls, bcast_bytes;
+    struct mln_pl_grid *grid; /* grid mode (preload_grid.c); NULL elsewhere */
 } mln_pl_t;
 
 extern mln_pl_t mln_pl;
@@ -130,6 +138,20 @@ void mln_pl_unlock(void);
         if (mln_pl.threaded)                                                                       \
             mln_pl_unlock();                                                                       \
     } while (0)
+
+/* MPI's own call of a point-to-point function with a large-count twin: the int form when the
+ * count fits (every MPI), else the _c form (MPI-4 libraries; others never pass such a count). */
+#if MLN_PL_BIGCOUNT
+#define MLN_PL_REAL(fn, count, ...)                                                                \
+    ((count) <= INT_MAX ? mln_pmpi.fn(__VA_ARGS__) : mln_pmpi.fn##_c(__VA_ARGS__))
+#else
+#define MLN_PL_REAL(fn, count, ...) mln_pmpi.fn(__VA_ARGS__)
+#endif
+
+/* The call is on the grid's world (grid mode, MPI_COMM_WORLD): preload_grid.c runs it. */
+#define MLN_PL_GRID(comm) (mln_pl_grid_on && (comm) == MPI_COMM_WORLD)
+/* The engine or the relay may have work: a wait must move them (grid mode: always). */
+#define MLN_PL_BUSY() (mln_pl.grid != NULL || mln_stripe_busy() || mln_pl.running != NULL)
 
 /* preload.c */
 mln_pl_comm_t *mln_pl_comm(MPI_Comm comm); /* NULL: MPI refused (then: plain) */
@@ -164,6 +186,12 @@ int mln_pl_test_quiet(MPI_Request *request, MPI_Status *status);
 
 /* preload_p2p.c: starts r's operation (send or receive) in the engine; status for errors. */
 int mln_pl_start(mln_pl_req_t *r);
+/* A request of the layer for an operation on comm, started (persistent: only made); a
+ * blocking one: started, then waited for.  On the grid world, preload_grid.c runs it. */
+int mln_pl_req_make(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype, int peer,
+                    int tag, MPI_Comm comm, int persistent, MPI_Request *request);
+int mln_pl_blocking(mln_pl_op_t op, void *buf, MPI_Count count, MPI_Datatype dtype, int peer,
+                    int tag, MPI_Comm comm, MPI_Status *status);
 
 /* preload_probe.c */
 /* A receive from (source, tag) that the stash can answer: its entry, unlinked; else NULL. */
@@ -173,5 +201,31 @@ void mln_pl_stash_free(mln_pl_stash_t *e);
  * puts r on the running list; plain: copied, r done at once). */
 int mln_pl_recv_stashed(mln_pl_req_t *r, mln_pl_stash_t *e);
 void mln_pl_msgs_fini(void);
+
+/* preload_grid.c: grid mode (`multilane grid run`): MPI_COMM_WORLD is the grid's world of
+ * every site's ranks, same-site traffic on a private duplicate of the site's own world, the
+ * rest through the relay (src/relay/relay.h). */
+void mln_pl_grid_start(void);  /* in MPI_Init: joins the grid (or ends the site's job) */
+void mln_pl_grid_finish(void); /* in MPI_Finalize: a grid barrier, sends left out */
+void mln_pl_grid_stop(void);   /* then: leaves the relay */
+void mln_pl_grid_progress(void);
+void mln_pl_grid_idle(int *spins); /* one idle step of a wait (the lock let go) */
+/* " relayed_send_msgs=.. relayed_send_bytes=.. relayed_recv_msgs=.. relayed_recv_bytes=.." */
+void mln_pl_grid_stats(char *out, size_t len, int *rank, int *size);
+/* comm's error handler, after telling the other sites where it is fatal. */
+void mln_pl_grid_error(MPI_Comm comm, int code);
+/* Point-to-point on the grid world; mode: 0 blocking, 1 nonblocking, 2 persistent. */
+int mln_pl_grid_send(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype, int dest,
+                     int tag, int mode, MPI_Request *request);
+int mln_pl_grid_recv(void *buf, MPI_Count count, MPI_Datatype dtype, int source, int tag, int mode,
+                     MPI_Request *request, MPI_Status *status);
+mln_status_t mln_pl_grid_begin(mln_pl_req_t *r); /* starts r's operation (mln_pl_start) */
+void mln_pl_grid_cancel(mln_pl_req_t *r);
+int mln_pl_grid_probe(int source, int tag, int blocking, int *flag, MPI_Status *status);
+int mln_pl_grid_mprobe(int source, int tag, int blocking, int *flag, MPI_Message *message,
+                       MPI_Status *status);
+/* A receive of a message a grid probe matched: 1 when message is one (then rc), else 0. */
+int mln_pl_grid_mrecv(void *buf, MPI_Count count, MPI_Datatype dtype, MPI_Message *message,
+                      MPI_Request *request, MPI_Status *status, int *rc);
 
 #endif /* MLN_PRELOAD_INT_H */

@@ -19,15 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* MPI's own call of a point-to-point function with a large-count twin: the int form when the
- * count fits (every MPI), else the _c form (MPI-4 libraries; others never pass such a count). */
-#if MLN_PL_BIGCOUNT
-#define MLN_PL_REAL(fn, count, ...)                                                                \
-    ((count) <= INT_MAX ? mln_pmpi.fn(__VA_ARGS__) : mln_pmpi.fn##_c(__VA_ARGS__))
-#else
-#define MLN_PL_REAL(fn, count, ...) mln_pmpi.fn(__VA_ARGS__)
-#endif
-
 static void running_add(mln_pl_req_t *r)
 {
     r->next_run = mln_pl.running;
@@ -89,6 +80,13 @@ int mln_pl_start(mln_pl_req_t *r)
         return rc;
     if (r->persistent)
         r->active = 1;
+    if (r->grid) { /* the grid world (preload_grid.c) */
+        st = mln_pl_grid_begin(r);
+        if (st == MLN_OK)
+            return MPI_SUCCESS;
+        mln_pl_req_done(r, st, NULL);
+        return mln_pl_error(r->comm, st);
+    }
     switch (r->op) {
     case MLN_PL_RECV:
         st = recv_begin(r);
@@ -114,8 +112,7 @@ int mln_pl_start(mln_pl_req_t *r)
     return MPI_SUCCESS;
 }
 
-/* A request of the layer for an operation, started (persistent: only made). */
-static int req_make(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype, int peer,
+int mln_pl_req_make(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype, int peer,
                     int tag, MPI_Comm comm, int persistent, MPI_Request *request)
 {
     mln_pl_req_t *r = mln_pl_req_new(op);
@@ -123,6 +120,7 @@ static int req_make(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Dataty
 
     if (r == NULL)
         return mln_pl_error(comm, MLN_ERR_NOMEM);
+    r->grid = MLN_PL_GRID(comm);
     r->buf = (void *)buf;
     r->count = count;
     r->dtype = dtype;
@@ -149,11 +147,11 @@ static int req_make(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Dataty
 }
 
 /* A blocking operation of the layer: started, then waited for (MPI_Wait's own path). */
-static int blocking(mln_pl_op_t op, void *buf, MPI_Count count, MPI_Datatype dtype, int peer,
+int mln_pl_blocking(mln_pl_op_t op, void *buf, MPI_Count count, MPI_Datatype dtype, int peer,
                     int tag, MPI_Comm comm, MPI_Status *status)
 {
     MPI_Request req = MPI_REQUEST_NULL;
-    int rc = req_make(op, buf, count, dtype, peer, tag, comm, 0, &req);
+    int rc = mln_pl_req_make(op, buf, count, dtype, peer, tag, comm, 0, &req);
 
     if (req == MPI_REQUEST_NULL)
         return rc;
@@ -177,10 +175,12 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         if (!mln_pl_p2p)                                                                           \
             return MLN_PL_REAL(FN, count, buf, count, datatype, dest, tag, comm);                  \
         MLN_PL_LOCK();                                                                             \
-        mln_engine = mln_pl_send_engine(comm, dest, count, datatype);                              \
-        if (mln_engine) {                                                                          \
-            mln_rc =                                                                               \
-                blocking(OP, (void *)buf, count, datatype, dest, tag, comm, MPI_STATUS_IGNORE);    \
+        mln_engine = !MLN_PL_GRID(comm) && mln_pl_send_engine(comm, dest, count, datatype);        \
+        if (MLN_PL_GRID(comm)) {                                                                   \
+            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, 0, NULL);               \
+        } else if (mln_engine) {                                                                   \
+            mln_rc = mln_pl_blocking(OP, (void *)buf, count, datatype, dest, tag, comm,            \
+                                     MPI_STATUS_IGNORE);                                           \
         } else if (mln_stripe_busy() || mln_pl.running) {                                          \
             mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, &mln_req);     \
             mln_rc = plain_poll(mln_rc, &mln_req, MPI_STATUS_IGNORE);                              \
@@ -198,8 +198,10 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         if (!mln_pl_p2p)                                                                           \
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
-        if (mln_pl_send_engine(comm, dest, count, datatype))                                       \
-            mln_rc = req_make(OP, buf, count, datatype, dest, tag, comm, 0, request);              \
+        if (MLN_PL_GRID(comm))                                                                     \
+            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, 1, request);            \
+        else if (mln_pl_send_engine(comm, dest, count, datatype))                                  \
+            mln_rc = mln_pl_req_make(OP, buf, count, datatype, dest, tag, comm, 0, request);       \
         else                                                                                       \
             mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);      \
         MLN_PL_UNLOCK();                                                                           \
@@ -212,8 +214,10 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         if (!mln_pl_p2p)                                                                           \
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
-        if (mln_pl_send_engine(comm, dest, count, datatype))                                       \
-            mln_rc = req_make(OP, buf, count, datatype, dest, tag, comm, 1, request);              \
+        if (MLN_PL_GRID(comm))                                                                     \
+            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, 2, request);            \
+        else if (mln_pl_send_engine(comm, dest, count, datatype))                                  \
+            mln_rc = mln_pl_req_make(OP, buf, count, datatype, dest, tag, comm, 1, request);       \
         else                                                                                       \
             mln_rc = MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);      \
         MLN_PL_UNLOCK();                                                                           \
@@ -303,8 +307,10 @@ int mln_pl_Recv(void *buf, MPI_Count count, MPI_Datatype datatype, int source, i
     if (!mln_pl_p2p)
         return MLN_PL_REAL(Recv, count, buf, count, datatype, source, tag, comm, status);
     MLN_PL_LOCK();
-    if (mln_pl_recv_engine(comm, source)) {
-        rc = blocking(MLN_PL_RECV, buf, count, datatype, source, tag, comm, status);
+    if (MLN_PL_GRID(comm)) {
+        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, 0, NULL, status);
+    } else if (mln_pl_recv_engine(comm, source)) {
+        rc = mln_pl_blocking(MLN_PL_RECV, buf, count, datatype, source, tag, comm, status);
     } else if (mln_stripe_busy() || mln_pl.running) {
         rc = MLN_PL_REAL(Irecv, count, buf, count, datatype, source, tag, comm, &req);
         rc = plain_poll(rc, &req, status);
@@ -324,8 +330,10 @@ int mln_pl_Irecv(void *buf, MPI_Count count, MPI_Datatype datatype, int source, 
     if (!mln_pl_p2p)
         return MLN_PL_REAL(Irecv, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_LOCK();
-    if (mln_pl_recv_engine(comm, source))
-        rc = req_make(MLN_PL_RECV, buf, count, datatype, source, tag, comm, 0, request);
+    if (MLN_PL_GRID(comm))
+        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, 1, request, NULL);
+    else if (mln_pl_recv_engine(comm, source))
+        rc = mln_pl_req_make(MLN_PL_RECV, buf, count, datatype, source, tag, comm, 0, request);
     else
         rc = MLN_PL_REAL(Irecv, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_UNLOCK();
@@ -340,8 +348,10 @@ int mln_pl_Recv_init(void *buf, MPI_Count count, MPI_Datatype datatype, int sour
     if (!mln_pl_p2p)
         return MLN_PL_REAL(Recv_init, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_LOCK();
-    if (mln_pl_recv_engine(comm, source))
-        rc = req_make(MLN_PL_RECV, buf, count, datatype, source, tag, comm, 1, request);
+    if (MLN_PL_GRID(comm))
+        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, 2, request, NULL);
+    else if (mln_pl_recv_engine(comm, source))
+        rc = mln_pl_req_make(MLN_PL_RECV, buf, count, datatype, source, tag, comm, 1, request);
     else
         rc = MLN_PL_REAL(Recv_init, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_UNLOCK();
@@ -359,7 +369,7 @@ int mln_pl_Sendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
     int rc;
 
     if (!mln_pl_p2p ||
-        (!mln_pl_send_engine(comm, dest, sendcount, sendtype) &&
+        (!MLN_PL_GRID(comm) && !mln_pl_send_engine(comm, dest, sendcount, sendtype) &&
          !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running)) {
 #if MLN_PL_BIGCOUNT
         if (sendcount > INT_MAX || recvcount > INT_MAX)
@@ -392,7 +402,7 @@ int mln_pl_Sendrecv_replace(void *buf, MPI_Count count, MPI_Datatype datatype, i
     int size = 0, pos = 0, rc;
     void *copy;
 
-    if (!mln_pl_p2p || (!mln_pl_send_engine(comm, dest, count, datatype) &&
+    if (!mln_pl_p2p || (!MLN_PL_GRID(comm) && !mln_pl_send_engine(comm, dest, count, datatype) &&
                         !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running))
         return MLN_PL_REAL(Sendrecv_replace, count, buf, count, datatype, dest, sendtag, source,
                            recvtag, comm, status);

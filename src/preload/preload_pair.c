@@ -79,8 +79,9 @@ static int pair_start(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
 
 static int plain_ok(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype dtype, int source)
 {
-    return !mln_pl_send_engine(comm, dest, count, dtype) && !mln_pl_recv_engine(comm, source) &&
-           !mln_stripe_busy() && !mln_pl.running && !mln_pl.pairs;
+    return !MLN_PL_GRID(comm) && !mln_pl_send_engine(comm, dest, count, dtype) &&
+           !mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running &&
+           !mln_pl.pairs;
 }
 
 int mln_pl_Isendrecv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest,

@@ -203,6 +203,8 @@ int mln_pl_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *sta
 
     if (!mln_pl_p2p)
         return mln_pmpi.Iprobe(source, tag, comm, flag, status);
+    if (MLN_PL_GRID(comm))
+        return mln_pl_grid_probe(source, tag, 0, flag, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source)) {
         if (mln_stripe_busy() || mln_pl.running)
@@ -222,6 +224,8 @@ int mln_pl_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 
     if (!mln_pl_p2p)
         return mln_pmpi.Probe(source, tag, comm, status);
+    if (MLN_PL_GRID(comm))
+        return mln_pl_grid_probe(source, tag, 1, NULL, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running) {
         MLN_PL_UNLOCK();
@@ -357,6 +361,8 @@ int mln_pl_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *m
 
     if (!mln_pl_p2p)
         return mln_pmpi.Improbe(source, tag, comm, flag, message, status);
+    if (MLN_PL_GRID(comm))
+        return mln_pl_grid_mprobe(source, tag, 0, flag, message, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source)) {
         if (mln_stripe_busy() || mln_pl.running)
@@ -376,6 +382,8 @@ int mln_pl_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_
 
     if (!mln_pl_p2p)
         return mln_pmpi.Mprobe(source, tag, comm, message, status);
+    if (MLN_PL_GRID(comm))
+        return mln_pl_grid_mprobe(source, tag, 1, NULL, message, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running) {
         MLN_PL_UNLOCK();
@@ -441,9 +449,13 @@ int mln_pl_Imrecv(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message
     MPI_Comm comm = MPI_COMM_NULL;
     int rc;
 
-    if (!mln_pl.on || mln_pl.msgs == NULL)
+    if (!mln_pl.on || (mln_pl.msgs == NULL && mln_pl.grid == NULL))
         return MLN_PL_REAL_IMRECV(buf, count, datatype, message, request);
     MLN_PL_LOCK();
+    if (mln_pl_grid_mrecv(buf, count, datatype, message, request, NULL, &rc)) {
+        MLN_PL_UNLOCK();
+        return rc;
+    }
     e = msg_take(message, &comm);
     rc = e ? stashed_request(buf, count, datatype, comm, e, request)
            : MLN_PL_REAL_IMRECV(buf, count, datatype, message, request);
@@ -459,9 +471,13 @@ int mln_pl_Mrecv(void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message 
     MPI_Comm comm = MPI_COMM_NULL;
     int rc;
 
-    if (!mln_pl.on || mln_pl.msgs == NULL)
+    if (!mln_pl.on || (mln_pl.msgs == NULL && mln_pl.grid == NULL))
         return MLN_PL_REAL_MRECV(buf, count, datatype, message, status);
     MLN_PL_LOCK();
+    if (mln_pl_grid_mrecv(buf, count, datatype, message, NULL, status, &rc)) {
+        MLN_PL_UNLOCK();
+        return rc;
+    }
     e = msg_take(message, &comm);
     if (e == NULL) {
         MLN_PL_UNLOCK();

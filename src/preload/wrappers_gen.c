@@ -716,6 +716,8 @@ int MPI_Barrier(MPI_Comm comm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Barrier(comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_Barrier(comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -730,6 +732,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -748,6 +752,8 @@ int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -766,6 +772,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allreduce", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -783,6 +791,8 @@ int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allreduce_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -802,6 +812,8 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gather", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -824,6 +836,8 @@ int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                  comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gather_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -847,6 +861,8 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                                 root, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gatherv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -870,6 +886,8 @@ int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                   recvtype, root, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gatherv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -892,6 +910,8 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                 comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatter", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -914,6 +934,8 @@ int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                   comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatter_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -937,6 +959,8 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                  recvtype, root, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatterv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -960,6 +984,8 @@ int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                    recvtype, root, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatterv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -982,6 +1008,8 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgather", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1003,6 +1031,8 @@ int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                     comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgather_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1025,6 +1055,8 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                    recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgatherv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1048,6 +1080,8 @@ int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                      recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgatherv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1070,6 +1104,8 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoall", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1091,6 +1127,8 @@ int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                    comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoall_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1114,6 +1152,8 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                   rdispls, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1138,6 +1178,8 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                     rdispls, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1162,6 +1204,8 @@ int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                   rdispls, recvtypes, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallw", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1186,6 +1230,8 @@ int MPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                     rdispls, recvtypes, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallw_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1208,6 +1254,8 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1227,6 +1275,8 @@ int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count rec
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1247,6 +1297,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_block", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1267,6 +1319,8 @@ int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count rec
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_block_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1287,6 +1341,8 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatyp
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan(sendbuf, recvbuf, count, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scan", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1304,6 +1360,8 @@ int MPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan_c(sendbuf, recvbuf, count, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scan_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1321,6 +1379,8 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan(sendbuf, recvbuf, count, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Exscan", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1338,6 +1398,8 @@ int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan_c(sendbuf, recvbuf, count, datatype, op, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Exscan_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1356,6 +1418,8 @@ int MPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgather", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1379,6 +1443,8 @@ int MPI_Neighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgather_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1402,6 +1468,8 @@ int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sen
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                             displs, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgatherv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1427,6 +1495,8 @@ int MPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                               displs, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1451,6 +1521,8 @@ int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                           recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoall", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1474,6 +1546,8 @@ int MPI_Neighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Dataty
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoall_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1497,6 +1571,8 @@ int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const in
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                            recvcounts, rdispls, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1523,6 +1599,8 @@ int MPI_Neighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                              recvcounts, rdispls, recvtype, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1549,6 +1627,8 @@ int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MP
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                            recvcounts, rdispls, recvtypes, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallw", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1575,6 +1655,8 @@ int MPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                              recvcounts, rdispls, recvtypes, comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1615,10 +1697,38 @@ int PMPI_Buffer_detach_c(void *buffer_addr, MPI_Count *size)
     __attribute__((alias("MPI_Buffer_detach_c")));
 
 #endif
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+               MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ibcast(buffer, count, datatype, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ibcast", 1);
+    return mln_pmpi.Ibcast(buffer, count, datatype, root, comm, request);
+}
+int PMPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                MPI_Request *request) __attribute__((alias("MPI_Ibcast")));
+
+#if MLN_PL_BIGCOUNT
+int MPI_Ibcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                 MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ibcast_c(buffer, count, datatype, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ibcast_c", 1);
+    return mln_pmpi.Ibcast_c(buffer, count, datatype, root, comm, request);
+}
+int PMPI_Ibcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                  MPI_Request *request) __attribute__((alias("MPI_Ibcast_c")));
+
+#endif
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_dup(comm, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_dup", 1);
     int mln_rc = mln_pmpi.Comm_dup(comm, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1631,6 +1741,8 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_dup_with_info(comm, info, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_dup_with_info", 1);
     int mln_rc = mln_pmpi.Comm_dup_with_info(comm, info, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1644,6 +1756,8 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_split(comm, color, key, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_split", 1);
     int mln_rc = mln_pmpi.Comm_split(comm, color, key, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1657,6 +1771,8 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_split_type(comm, split_type, key, info, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_split_type", 1);
     int mln_rc = mln_pmpi.Comm_split_type(comm, split_type, key, info, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1670,6 +1786,8 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create(comm, group, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_create", 1);
     int mln_rc = mln_pmpi.Comm_create(comm, group, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1683,6 +1801,8 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_create_group", 1);
     int mln_rc = mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1698,6 +1818,8 @@ int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info 
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create_from_group(group, stringtag, info, errhandler, newcomm);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Comm_create_from_group", 0);
     int mln_rc = mln_pmpi.Comm_create_from_group(group, stringtag, info, errhandler, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1713,6 +1835,8 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Intercomm_merge(intercomm, high, newintracomm);
+    if (mln_pl_grid_on && (intercomm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Intercomm_merge", 1);
     int mln_rc = mln_pmpi.Intercomm_merge(intercomm, high, newintracomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1727,6 +1851,8 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
+    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_create", 1);
     int mln_rc = mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1740,6 +1866,8 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_sub", 1);
     int mln_rc = mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1754,6 +1882,8 @@ int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
+    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Graph_create", 1);
     int mln_rc = mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1770,6 +1900,8 @@ int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const i
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
                                           info, reorder, comm_dist_graph);
+    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Dist_graph_create", 1);
     int mln_rc = mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
                                             info, reorder, comm_dist_graph);
 
@@ -1791,6 +1923,8 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int so
         return mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
                                                    outdegree, destinations, destweights, info,
                                                    reorder, comm_dist_graph);
+    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Dist_graph_create_adjacent", 1);
     int mln_rc = mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
                                                      outdegree, destinations, destweights, info,
                                                      reorder, comm_dist_graph);
@@ -1805,6 +1939,2105 @@ int PMPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int s
                                     MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
     __attribute__((alias("MPI_Dist_graph_create_adjacent")));
 
+int MPI_Comm_size(MPI_Comm comm, int *size)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_size(comm, size);
+    return mln_pl_Comm_size(comm, size);
+}
+int PMPI_Comm_size(MPI_Comm comm, int *size) __attribute__((alias("MPI_Comm_size")));
+
+int MPI_Comm_rank(MPI_Comm comm, int *rank)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_rank(comm, rank);
+    return mln_pl_Comm_rank(comm, rank);
+}
+int PMPI_Comm_rank(MPI_Comm comm, int *rank) __attribute__((alias("MPI_Comm_rank")));
+
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Abort(comm, errorcode);
+    return mln_pl_Abort(comm, errorcode);
+}
+int PMPI_Abort(MPI_Comm comm, int errorcode) __attribute__((alias("MPI_Abort")));
+
+#if defined(MLN_PL_HAVE_Comm_spawn)
+int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
+                   MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm,
+                                   array_of_errcodes);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Comm_spawn", 0);
+    return mln_pmpi.Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm,
+                               array_of_errcodes);
+}
+int PMPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
+                    MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+    __attribute__((alias("MPI_Comm_spawn")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_spawn_multiple)
+int MPI_Comm_spawn_multiple(int count, char *array_of_commands[], char **array_of_argv[],
+                            const int array_of_maxprocs[], const MPI_Info array_of_info[], int root,
+                            MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_spawn_multiple(count, array_of_commands, array_of_argv,
+                                            array_of_maxprocs, array_of_info, root, comm, intercomm,
+                                            array_of_errcodes);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Comm_spawn_multiple", 0);
+    return mln_pmpi.Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs,
+                                        array_of_info, root, comm, intercomm, array_of_errcodes);
+}
+int PMPI_Comm_spawn_multiple(int count, char *array_of_commands[], char **array_of_argv[],
+                             const int array_of_maxprocs[], const MPI_Info array_of_info[],
+                             int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[])
+    __attribute__((alias("MPI_Comm_spawn_multiple")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_accept)
+int MPI_Comm_accept(const char *port_name, MPI_Info info, int root, MPI_Comm comm,
+                    MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_accept(port_name, info, root, comm, newcomm);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Comm_accept", 0);
+    return mln_pmpi.Comm_accept(port_name, info, root, comm, newcomm);
+}
+int PMPI_Comm_accept(const char *port_name, MPI_Info info, int root, MPI_Comm comm,
+                     MPI_Comm *newcomm) __attribute__((alias("MPI_Comm_accept")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_connect)
+int MPI_Comm_connect(const char *port_name, MPI_Info info, int root, MPI_Comm comm,
+                     MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_connect(port_name, info, root, comm, newcomm);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Comm_connect", 0);
+    return mln_pmpi.Comm_connect(port_name, info, root, comm, newcomm);
+}
+int PMPI_Comm_connect(const char *port_name, MPI_Info info, int root, MPI_Comm comm,
+                      MPI_Comm *newcomm) __attribute__((alias("MPI_Comm_connect")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_join)
+int MPI_Comm_join(int fd, MPI_Comm *intercomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_join(fd, intercomm);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Comm_join", 0);
+    return mln_pmpi.Comm_join(fd, intercomm);
+}
+int PMPI_Comm_join(int fd, MPI_Comm *intercomm) __attribute__((alias("MPI_Comm_join")));
+
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
+int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader,
+                                     MPI_Group remote_group, int remote_leader,
+                                     const char *stringtag, MPI_Info info,
+                                     MPI_Errhandler errhandler, MPI_Comm *newintercomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Intercomm_create_from_groups(local_group, local_leader, remote_group,
+                                                     remote_leader, stringtag, info, errhandler,
+                                                     newintercomm);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Intercomm_create_from_groups", 0);
+    return mln_pmpi.Intercomm_create_from_groups(local_group, local_leader, remote_group,
+                                                 remote_leader, stringtag, info, errhandler,
+                                                 newintercomm);
+}
+int PMPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader,
+                                      MPI_Group remote_group, int remote_leader,
+                                      const char *stringtag, MPI_Info info,
+                                      MPI_Errhandler errhandler, MPI_Comm *newintercomm)
+    __attribute__((alias("MPI_Intercomm_create_from_groups")));
+
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init)
+int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                       MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                       comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgather_init", 1);
+    return mln_pmpi.Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                   info, request);
+}
+int PMPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                        MPI_Request *request) __attribute__((alias("MPI_Allgather_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init_c)
+int MPI_Allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                         MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                         comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgather_init_c", 1);
+    return mln_pmpi.Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm, info, request);
+}
+int PMPI_Allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                          MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Allgather_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init)
+int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                        MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                        recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgatherv_init", 1);
+    return mln_pmpi.Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                    recvtype, comm, info, request);
+}
+int PMPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                         MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Allgatherv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init_c)
+int MPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                          MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                          recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allgatherv_init_c", 1);
+    return mln_pmpi.Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                      recvtype, comm, info, request);
+}
+int PMPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                           void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                           MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                           MPI_Request *request) __attribute__((alias("MPI_Allgatherv_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init)
+int MPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allreduce_init", 1);
+    return mln_pmpi.Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+int PMPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Allreduce_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init_c)
+int MPI_Allreduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                         MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info,
+                                         request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Allreduce_init_c", 1);
+    return mln_pmpi.Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+int PMPI_Allreduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count,
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                          MPI_Request *request) __attribute__((alias("MPI_Allreduce_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init)
+int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                      MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                      comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoall_init", 1);
+    return mln_pmpi.Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                  info, request);
+}
+int PMPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                       MPI_Request *request) __attribute__((alias("MPI_Alltoall_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init_c)
+int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                        MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                        comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoall_init_c", 1);
+    return mln_pmpi.Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    comm, info, request);
+}
+int PMPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                         MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Alltoall_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init)
+int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                       MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                       const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                       MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                       rdispls, recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallv_init", 1);
+    return mln_pmpi.Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                   rdispls, recvtype, comm, info, request);
+}
+int PMPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                        MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                        const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                        MPI_Request *request) __attribute__((alias("MPI_Alltoallv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init_c)
+int MPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                         const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                         const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                         recvcounts, rdispls, recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallv_init_c", 1);
+    return mln_pmpi.Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                     rdispls, recvtype, comm, info, request);
+}
+int PMPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                          const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                          const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                          MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Alltoallv_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init)
+int MPI_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                       const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                       const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                       MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                       rdispls, recvtypes, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallw_init", 1);
+    return mln_pmpi.Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                   rdispls, recvtypes, comm, info, request);
+}
+int PMPI_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                        const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                        const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                        MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Alltoallw_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init_c)
+int MPI_Alltoallw_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                         const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf,
+                         const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                         const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                         MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                         recvcounts, rdispls, recvtypes, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Alltoallw_init_c", 1);
+    return mln_pmpi.Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                     rdispls, recvtypes, comm, info, request);
+}
+int PMPI_Alltoallw_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                          const MPI_Aint sdispls[], const MPI_Datatype sendtypes[], void *recvbuf,
+                          const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                          const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                          MPI_Request *request) __attribute__((alias("MPI_Alltoallw_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Barrier_init)
+int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Barrier_init(comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Barrier_init", 1);
+    return mln_pmpi.Barrier_init(comm, info, request);
+}
+int PMPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Barrier_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init)
+int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                   MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bcast_init(buffer, count, datatype, root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Bcast_init", 1);
+    return mln_pmpi.Bcast_init(buffer, count, datatype, root, comm, info, request);
+}
+int PMPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                    MPI_Info info, MPI_Request *request) __attribute__((alias("MPI_Bcast_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init_c)
+int MPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                     MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Bcast_init_c(buffer, count, datatype, root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Bcast_init_c", 1);
+    return mln_pmpi.Bcast_init_c(buffer, count, datatype, root, comm, info, request);
+}
+int PMPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                      MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Bcast_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Cart_coords)
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_coords", 1);
+    return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
+}
+int PMPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
+    __attribute__((alias("MPI_Cart_coords")));
+
+#endif
+#if defined(MLN_PL_HAVE_Cart_get)
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_get", 1);
+    return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
+}
+int PMPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[])
+    __attribute__((alias("MPI_Cart_get")));
+
+#endif
+#if defined(MLN_PL_HAVE_Cart_map)
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_map", 1);
+    return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
+}
+int PMPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank)
+    __attribute__((alias("MPI_Cart_map")));
+
+#endif
+#if defined(MLN_PL_HAVE_Cart_rank)
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_rank(comm, coords, rank);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_rank", 1);
+    return mln_pmpi.Cart_rank(comm, coords, rank);
+}
+int PMPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
+    __attribute__((alias("MPI_Cart_rank")));
+
+#endif
+#if defined(MLN_PL_HAVE_Cart_shift)
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cart_shift", 1);
+    return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
+}
+int PMPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest)
+    __attribute__((alias("MPI_Cart_shift")));
+
+#endif
+#if defined(MLN_PL_HAVE_Cartdim_get)
+int MPI_Cartdim_get(MPI_Comm comm, int *ndims)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cartdim_get(comm, ndims);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Cartdim_get", 1);
+    return mln_pmpi.Cartdim_get(comm, ndims);
+}
+int PMPI_Cartdim_get(MPI_Comm comm, int *ndims) __attribute__((alias("MPI_Cartdim_get")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer)
+int MPI_Comm_attach_buffer(MPI_Comm comm, void *buffer, int size)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_attach_buffer(comm, buffer, size);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_attach_buffer", 1);
+    return mln_pmpi.Comm_attach_buffer(comm, buffer, size);
+}
+int PMPI_Comm_attach_buffer(MPI_Comm comm, void *buffer, int size)
+    __attribute__((alias("MPI_Comm_attach_buffer")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer_c)
+int MPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_attach_buffer_c(comm, buffer, size);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_attach_buffer_c", 1);
+    return mln_pmpi.Comm_attach_buffer_c(comm, buffer, size);
+}
+int PMPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size)
+    __attribute__((alias("MPI_Comm_attach_buffer_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer)
+int MPI_Comm_detach_buffer(MPI_Comm comm, void *buffer_addr, int *size)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_detach_buffer(comm, buffer_addr, size);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_detach_buffer", 1);
+    return mln_pmpi.Comm_detach_buffer(comm, buffer_addr, size);
+}
+int PMPI_Comm_detach_buffer(MPI_Comm comm, void *buffer_addr, int *size)
+    __attribute__((alias("MPI_Comm_detach_buffer")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer_c)
+int MPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_detach_buffer_c(comm, buffer_addr, size);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_detach_buffer_c", 1);
+    return mln_pmpi.Comm_detach_buffer_c(comm, buffer_addr, size);
+}
+int PMPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size)
+    __attribute__((alias("MPI_Comm_detach_buffer_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_flush_buffer)
+int MPI_Comm_flush_buffer(MPI_Comm comm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_flush_buffer(comm);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_flush_buffer", 1);
+    return mln_pmpi.Comm_flush_buffer(comm);
+}
+int PMPI_Comm_flush_buffer(MPI_Comm comm) __attribute__((alias("MPI_Comm_flush_buffer")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_group)
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_group(comm, group);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_group", 1);
+    return mln_pmpi.Comm_group(comm, group);
+}
+int PMPI_Comm_group(MPI_Comm comm, MPI_Group *group) __attribute__((alias("MPI_Comm_group")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup)
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_idup(comm, newcomm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_idup", 1);
+    return mln_pmpi.Comm_idup(comm, newcomm, request);
+}
+int PMPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+    __attribute__((alias("MPI_Comm_idup")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup_with_info)
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_idup_with_info(comm, info, newcomm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_idup_with_info", 1);
+    return mln_pmpi.Comm_idup_with_info(comm, info, newcomm, request);
+}
+int PMPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request)
+    __attribute__((alias("MPI_Comm_idup_with_info")));
+
+#endif
+#if defined(MLN_PL_HAVE_Comm_iflush_buffer)
+int MPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_iflush_buffer(comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Comm_iflush_buffer", 1);
+    return mln_pmpi.Comm_iflush_buffer(comm, request);
+}
+int PMPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Comm_iflush_buffer")));
+
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                             int maxoutdegree, int destinations[], int destweights[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights,
+                                             maxoutdegree, destinations, destweights);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Dist_graph_neighbors", 1);
+    return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree,
+                                         destinations, destweights);
+}
+int PMPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                              int maxoutdegree, int destinations[], int destweights[])
+    __attribute__((alias("MPI_Dist_graph_neighbors")));
+
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Dist_graph_neighbors_count", 1);
+    return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
+}
+int PMPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted)
+    __attribute__((alias("MPI_Dist_graph_neighbors_count")));
+
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init)
+int MPI_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Exscan_init", 1);
+    return mln_pmpi.Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+int PMPI_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Exscan_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init_c)
+int MPI_Exscan_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Exscan_init_c", 1);
+    return mln_pmpi.Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+int PMPI_Exscan_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Exscan_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_File_open)
+int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.File_open(comm, filename, amode, info, fh);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_File_open", 1);
+    return mln_pmpi.File_open(comm, filename, amode, info, fh);
+}
+int PMPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+    __attribute__((alias("MPI_File_open")));
+
+#endif
+#if defined(MLN_PL_HAVE_Gather_init)
+int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                    MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gather_init", 1);
+    return mln_pmpi.Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm, info, request);
+}
+int PMPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                     MPI_Request *request) __attribute__((alias("MPI_Gather_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Gather_init_c)
+int MPI_Gather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                      MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                      root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gather_init_c", 1);
+    return mln_pmpi.Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                  comm, info, request);
+}
+int PMPI_Gather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                       MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Gather_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init)
+int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                     MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                     recvtype, root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gatherv_init", 1);
+    return mln_pmpi.Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                 recvtype, root, comm, info, request);
+}
+int PMPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                      MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Gatherv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init_c)
+int MPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                       MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                       recvtype, root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Gatherv_init_c", 1);
+    return mln_pmpi.Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                   recvtype, root, comm, info, request);
+}
+int PMPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                        MPI_Request *request) __attribute__((alias("MPI_Gatherv_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Graph_get)
+int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Graph_get", 1);
+    return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
+}
+int PMPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[])
+    __attribute__((alias("MPI_Graph_get")));
+
+#endif
+#if defined(MLN_PL_HAVE_Graph_map)
+int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Graph_map", 1);
+    return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
+}
+int PMPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank)
+    __attribute__((alias("MPI_Graph_map")));
+
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors)
+int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[])
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Graph_neighbors", 1);
+    return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
+}
+int PMPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[])
+    __attribute__((alias("MPI_Graph_neighbors")));
+
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors_count)
+int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Graph_neighbors_count", 1);
+    return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
+}
+int PMPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
+    __attribute__((alias("MPI_Graph_neighbors_count")));
+
+#endif
+#if defined(MLN_PL_HAVE_Graphdims_get)
+int MPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Graphdims_get", 1);
+    return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
+}
+int PMPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
+    __attribute__((alias("MPI_Graphdims_get")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgather)
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                   request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iallgather", 1);
+    return mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                               request);
+}
+int PMPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iallgather")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgather_c)
+int MPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iallgather_c", 1);
+    return mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                 request);
+}
+int PMPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request *request) __attribute__((alias("MPI_Iallgather_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv)
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                    MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                    recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iallgatherv", 1);
+    return mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                                comm, request);
+}
+int PMPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                     MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iallgatherv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv_c)
+int MPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                      MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                      recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iallgatherv_c", 1);
+    return mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                  recvtype, comm, request);
+}
+int PMPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                       MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iallgatherv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce)
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iallreduce", 1);
+    return mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iallreduce")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce_c)
+int MPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iallreduce_c", 1);
+    return mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iallreduce_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall)
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                  request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ialltoall", 1);
+    return mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                              request);
+}
+int PMPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ialltoall")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall_c)
+int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ialltoall_c", 1);
+    return mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                request);
+}
+int PMPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request) __attribute__((alias("MPI_Ialltoall_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv)
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                   rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ialltoallv", 1);
+    return mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                               recvtype, comm, request);
+}
+int PMPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                    MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ialltoallv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv_c)
+int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
+                     const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                     rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ialltoallv_c", 1);
+    return mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                 rdispls, recvtype, comm, request);
+}
+int PMPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                      MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
+                      const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request *request) __attribute__((alias("MPI_Ialltoallv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw)
+int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                   MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                   rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ialltoallw", 1);
+    return mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                               rdispls, recvtypes, comm, request);
+}
+int PMPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                    const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                    const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                    MPI_Request *request) __attribute__((alias("MPI_Ialltoallw")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw_c)
+int MPI_Ialltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                     const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
+                     const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                     rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ialltoallw_c", 1);
+    return mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                 rdispls, recvtypes, comm, request);
+}
+int PMPI_Ialltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                      const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
+                      const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                      MPI_Request *request) __attribute__((alias("MPI_Ialltoallw_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ibarrier)
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ibarrier(comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ibarrier", 1);
+    return mln_pmpi.Ibarrier(comm, request);
+}
+int PMPI_Ibarrier(MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Ibarrier")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iexscan)
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iexscan", 1);
+    return mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iexscan")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iexscan_c)
+int MPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iexscan_c", 1);
+    return mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iexscan_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igather)
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Igather", 1);
+    return mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                            request);
+}
+int PMPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request *request) __attribute__((alias("MPI_Igather")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igather_c)
+int MPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                  comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Igather_c", 1);
+    return mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                              comm, request);
+}
+int PMPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                   MPI_Request *request) __attribute__((alias("MPI_Igather_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igatherv)
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                 MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                 recvtype, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Igatherv", 1);
+    return mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                             root, comm, request);
+}
+int PMPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                  MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Igatherv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igatherv_c)
+int MPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
+                   int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                   recvtype, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Igatherv_c", 1);
+    return mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                               root, comm, request);
+}
+int PMPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
+                    int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Igatherv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather)
+int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                            recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_allgather", 1);
+    return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                        comm, request);
+}
+int PMPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                             MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgather")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather_c)
+int MPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                              MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_allgather_c", 1);
+    return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                          recvtype, comm, request);
+}
+int PMPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                               MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgather_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv)
+int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, const int recvcounts[], const int displs[],
+                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                             displs, recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_allgatherv", 1);
+    return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                         recvtype, comm, request);
+}
+int PMPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, const int recvcounts[], const int displs[],
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgatherv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv_c)
+int MPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                               displs, recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_allgatherv_c", 1);
+    return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                           displs, recvtype, comm, request);
+}
+int PMPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                void *recvbuf, const MPI_Count recvcounts[],
+                                const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgatherv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall)
+int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                           recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_alltoall", 1);
+    return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                       comm, request);
+}
+int PMPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                            MPI_Request *request) __attribute__((alias("MPI_Ineighbor_alltoall")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall_c)
+int MPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                             MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_alltoall_c", 1);
+    return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                         comm, request);
+}
+int PMPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                              MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoall_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv)
+int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                            MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                            recvcounts, rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallv", 1);
+    return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                        rdispls, recvtype, comm, request);
+}
+int PMPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                             MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                             const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                             MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv_c)
+int MPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
+                              const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                              const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                              recvcounts, rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallv_c", 1);
+    return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                          recvcounts, rdispls, recvtype, comm, request);
+}
+int PMPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
+                               const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                               const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw)
+int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                            const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                            recvcounts, rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallw", 1);
+    return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                        recvcounts, rdispls, recvtypes, comm, request);
+}
+int PMPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                             const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                             const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                             MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallw")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw_c)
+int MPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
+                              const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                              void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                              const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                              recvcounts, rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallw_c", 1);
+    return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                          recvcounts, rdispls, recvtypes, comm, request);
+}
+int PMPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
+                               const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                               void *recvbuf, const MPI_Count recvcounts[],
+                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                               MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallw_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create)
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
+                         int remote_leader, int tag, MPI_Comm *newintercomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag,
+                                         newintercomm);
+    if (mln_pl_grid_on && (local_comm == MPI_COMM_WORLD || peer_comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Intercomm_create", 1);
+    return mln_pmpi.Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag,
+                                     newintercomm);
+}
+int PMPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
+                          int remote_leader, int tag, MPI_Comm *newintercomm)
+    __attribute__((alias("MPI_Intercomm_create")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce)
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ireduce", 1);
+    return mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+int PMPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_c)
+int MPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ireduce_c", 1);
+    return mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+int PMPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                   MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter)
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ireduce_scatter", 1);
+    return mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+int PMPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_c)
+int MPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm,
+                                          request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ireduce_scatter_c", 1);
+    return mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+int PMPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block)
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                              request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ireduce_scatter_block", 1);
+    return mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+}
+int PMPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                               MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter_block")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block_c)
+int MPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Ireduce_scatter_block_c", 1);
+    return mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                            request);
+}
+int PMPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                 MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter_block_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscan)
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iscan", 1);
+    return mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iscan")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscan_c)
+int MPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iscan_c", 1);
+    return mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                 MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iscan_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatter)
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                 comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iscatter", 1);
+    return mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                             request);
+}
+int PMPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request *request) __attribute__((alias("MPI_Iscatter")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatter_c)
+int MPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                   MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iscatter_c", 1);
+    return mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm, request);
+}
+int PMPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                    MPI_Request *request) __attribute__((alias("MPI_Iscatter_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv)
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                  recvtype, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iscatterv", 1);
+    return mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                              root, comm, request);
+}
+int PMPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                   MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                   int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iscatterv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv_c)
+int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                    MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                    recvtype, root, comm, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Iscatterv_c", 1);
+    return mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                                root, comm, request);
+}
+int PMPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                     MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                     MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iscatterv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init)
+int MPI_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgather_init", 1);
+    return mln_pmpi.Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                            recvtype, comm, info, request);
+}
+int PMPI_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                 void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                 MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_allgather_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init_c)
+int MPI_Neighbor_allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                  void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                  MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                  recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgather_init_c", 1);
+    return mln_pmpi.Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm, info, request);
+}
+int PMPI_Neighbor_allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                   void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_allgather_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init)
+int MPI_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                 void *recvbuf, const int recvcounts[], const int displs[],
+                                 MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                 MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                                 displs, recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_init", 1);
+    return mln_pmpi.Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                             displs, recvtype, comm, info, request);
+}
+int PMPI_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                  void *recvbuf, const int recvcounts[], const int displs[],
+                                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                  MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_allgatherv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init_c)
+int MPI_Neighbor_allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                   void *recvbuf, const MPI_Count recvcounts[],
+                                   const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                   MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf,
+                                                   recvcounts, displs, recvtype, comm, info,
+                                                   request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_init_c", 1);
+    return mln_pmpi.Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                               displs, recvtype, comm, info, request);
+}
+int PMPI_Neighbor_allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                    void *recvbuf, const MPI_Count recvcounts[],
+                                    const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                    MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_allgatherv_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init)
+int MPI_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                               MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoall_init", 1);
+    return mln_pmpi.Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                           recvtype, comm, info, request);
+}
+int PMPI_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_alltoall_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init_c)
+int MPI_Neighbor_alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                 void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                 MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                 recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoall_init_c", 1);
+    return mln_pmpi.Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm, info, request);
+}
+int PMPI_Neighbor_alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                  void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                  MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_alltoall_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init)
+int MPI_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                                MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                                const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                                MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                                recvcounts, rdispls, recvtype, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_init", 1);
+    return mln_pmpi.Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                            recvcounts, rdispls, recvtype, comm, info, request);
+}
+int PMPI_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                                 MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                                 const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                                 MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_alltoallv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init_c)
+int MPI_Neighbor_alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                                  const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                                  const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                  MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                                  recvcounts, rdispls, recvtype, comm, info,
+                                                  request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_init_c", 1);
+    return mln_pmpi.Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                              recvcounts, rdispls, recvtype, comm, info, request);
+}
+int PMPI_Neighbor_alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                                   const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                                   const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                                   MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_alltoallv_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init)
+int MPI_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[],
+                                const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                                void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[],
+                                const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                                MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                                recvcounts, rdispls, recvtypes, comm, info,
+                                                request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_init", 1);
+    return mln_pmpi.Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                            recvcounts, rdispls, recvtypes, comm, info, request);
+}
+int PMPI_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[],
+                                 const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                                 void *recvbuf, const int recvcounts[], const MPI_Aint rdispls[],
+                                 const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info,
+                                 MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_alltoallw_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init_c)
+int MPI_Neighbor_alltoallw_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                                  const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                                  void *recvbuf, const MPI_Count recvcounts[],
+                                  const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                                  MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                                  recvcounts, rdispls, recvtypes, comm, info,
+                                                  request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_init_c", 1);
+    return mln_pmpi.Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                              recvcounts, rdispls, recvtypes, comm, info, request);
+}
+int PMPI_Neighbor_alltoallw_init_c(const void *sendbuf, const MPI_Count sendcounts[],
+                                   const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                                   void *recvbuf, const MPI_Count recvcounts[],
+                                   const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                                   MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Neighbor_alltoallw_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Precv_init)
+int MPI_Precv_init(void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int source,
+                   int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Precv_init(buf, partitions, count, datatype, source, tag, comm, info,
+                                   request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Precv_init", 1);
+    return mln_pmpi.Precv_init(buf, partitions, count, datatype, source, tag, comm, info, request);
+}
+int PMPI_Precv_init(void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int source,
+                    int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Precv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Psend_init)
+int MPI_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype,
+                   int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Psend_init(buf, partitions, count, datatype, dest, tag, comm, info,
+                                   request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Psend_init", 1);
+    return mln_pmpi.Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request);
+}
+int PMPI_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype,
+                    int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Psend_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init)
+int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info,
+                                    request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_init", 1);
+    return mln_pmpi.Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+}
+int PMPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Reduce_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init_c)
+int MPI_Reduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                      MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info,
+                                      request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_init_c", 1);
+    return mln_pmpi.Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+}
+int PMPI_Reduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                       MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Reduce_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init)
+int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount,
+                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                  MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                  info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_block_init", 1);
+    return mln_pmpi.Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info,
+                                              request);
+}
+int PMPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount,
+                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                   MPI_Request *request)
+    __attribute__((alias("MPI_Reduce_scatter_block_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init_c)
+int MPI_Reduce_scatter_block_init_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                    MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                    info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_block_init_c", 1);
+    return mln_pmpi.Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                info, request);
+}
+int PMPI_Reduce_scatter_block_init_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                     MPI_Request *request)
+    __attribute__((alias("MPI_Reduce_scatter_block_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init)
+int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                            MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
+                                            request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_init", 1);
+    return mln_pmpi.Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
+                                        request);
+}
+int PMPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                             MPI_Request *request)
+    __attribute__((alias("MPI_Reduce_scatter_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init_c)
+int MPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                              MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm,
+                                              info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Reduce_scatter_init_c", 1);
+    return mln_pmpi.Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
+                                          request);
+}
+int PMPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                               MPI_Request *request)
+    __attribute__((alias("MPI_Reduce_scatter_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Scan_init)
+int MPI_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scan_init", 1);
+    return mln_pmpi.Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+int PMPI_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Scan_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Scan_init_c)
+int MPI_Scan_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scan_init_c", 1);
+    return mln_pmpi.Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+int PMPI_Scan_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Scan_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init)
+int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatter_init", 1);
+    return mln_pmpi.Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                 comm, info, request);
+}
+int PMPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                      MPI_Request *request) __attribute__((alias("MPI_Scatter_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init_c)
+int MPI_Scatter_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                       MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                       root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatter_init_c", 1);
+    return mln_pmpi.Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm, info, request);
+}
+int PMPI_Scatter_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                        MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Scatter_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init)
+int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[],
+                      MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                      int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                      recvtype, root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatterv_init", 1);
+    return mln_pmpi.Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                  recvtype, root, comm, info, request);
+}
+int PMPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[],
+                       MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                       int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+    __attribute__((alias("MPI_Scatterv_init")));
+
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init_c)
+int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                        MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                        MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                        recvtype, root, comm, info, request);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Scatterv_init_c", 1);
+    return mln_pmpi.Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                    recvtype, root, comm, info, request);
+}
+int PMPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                         MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                         MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                         MPI_Request *request) __attribute__((alias("MPI_Scatterv_init_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate)
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
+                     MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_allocate(size, disp_unit, info, comm, baseptr, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_allocate", 1);
+    return mln_pmpi.Win_allocate(size, disp_unit, info, comm, baseptr, win);
+}
+int PMPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
+                      MPI_Win *win) __attribute__((alias("MPI_Win_allocate")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_c)
+int MPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                       void *baseptr, MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_allocate_c", 1);
+    return mln_pmpi.Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
+}
+int PMPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                        void *baseptr, MPI_Win *win) __attribute__((alias("MPI_Win_allocate_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared)
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                            void *baseptr, MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_allocate_shared", 1);
+    return mln_pmpi.Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
+}
+int PMPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                             void *baseptr, MPI_Win *win)
+    __attribute__((alias("MPI_Win_allocate_shared")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared_c)
+int MPI_Win_allocate_shared_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                              void *baseptr, MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_allocate_shared_c", 1);
+    return mln_pmpi.Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win);
+}
+int PMPI_Win_allocate_shared_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                               void *baseptr, MPI_Win *win)
+    __attribute__((alias("MPI_Win_allocate_shared_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_create)
+int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                   MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_create(base, size, disp_unit, info, comm, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_create", 1);
+    return mln_pmpi.Win_create(base, size, disp_unit, info, comm, win);
+}
+int PMPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                    MPI_Win *win) __attribute__((alias("MPI_Win_create")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_create_c)
+int MPI_Win_create_c(void *base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                     MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_create_c(base, size, disp_unit, info, comm, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_create_c", 1);
+    return mln_pmpi.Win_create_c(base, size, disp_unit, info, comm, win);
+}
+int PMPI_Win_create_c(void *base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
+                      MPI_Win *win) __attribute__((alias("MPI_Win_create_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Win_create_dynamic)
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Win_create_dynamic(info, comm, win);
+    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+        return mln_pl_grid_refuse("MPI_Win_create_dynamic", 1);
+    return mln_pmpi.Win_create_dynamic(info, comm, win);
+}
+int PMPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
+    __attribute__((alias("MPI_Win_create_dynamic")));
+
+#endif
 static const struct {
     const char *name;
     size_t offset;
@@ -2109,6 +4342,259 @@ static const struct {
     {"PMPI_Dist_graph_create", offsetof(struct mln_pmpi_table, Dist_graph_create)},
     {"PMPI_Dist_graph_create_adjacent",
      offsetof(struct mln_pmpi_table, Dist_graph_create_adjacent)},
+    {"PMPI_Comm_size", offsetof(struct mln_pmpi_table, Comm_size)},
+    {"PMPI_Comm_rank", offsetof(struct mln_pmpi_table, Comm_rank)},
+    {"PMPI_Abort", offsetof(struct mln_pmpi_table, Abort)},
+#if defined(MLN_PL_HAVE_Comm_spawn)
+    {"PMPI_Comm_spawn", offsetof(struct mln_pmpi_table, Comm_spawn)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_spawn_multiple)
+    {"PMPI_Comm_spawn_multiple", offsetof(struct mln_pmpi_table, Comm_spawn_multiple)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_accept)
+    {"PMPI_Comm_accept", offsetof(struct mln_pmpi_table, Comm_accept)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_connect)
+    {"PMPI_Comm_connect", offsetof(struct mln_pmpi_table, Comm_connect)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_join)
+    {"PMPI_Comm_join", offsetof(struct mln_pmpi_table, Comm_join)},
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
+    {"PMPI_Intercomm_create_from_groups",
+     offsetof(struct mln_pmpi_table, Intercomm_create_from_groups)},
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init)
+    {"PMPI_Allgather_init", offsetof(struct mln_pmpi_table, Allgather_init)},
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init_c)
+    {"PMPI_Allgather_init_c", offsetof(struct mln_pmpi_table, Allgather_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init)
+    {"PMPI_Allgatherv_init", offsetof(struct mln_pmpi_table, Allgatherv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init_c)
+    {"PMPI_Allgatherv_init_c", offsetof(struct mln_pmpi_table, Allgatherv_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init)
+    {"PMPI_Allreduce_init", offsetof(struct mln_pmpi_table, Allreduce_init)},
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init_c)
+    {"PMPI_Allreduce_init_c", offsetof(struct mln_pmpi_table, Allreduce_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init)
+    {"PMPI_Alltoall_init", offsetof(struct mln_pmpi_table, Alltoall_init)},
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init_c)
+    {"PMPI_Alltoall_init_c", offsetof(struct mln_pmpi_table, Alltoall_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init)
+    {"PMPI_Alltoallv_init", offsetof(struct mln_pmpi_table, Alltoallv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init_c)
+    {"PMPI_Alltoallv_init_c", offsetof(struct mln_pmpi_table, Alltoallv_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init)
+    {"PMPI_Alltoallw_init", offsetof(struct mln_pmpi_table, Alltoallw_init)},
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init_c)
+    {"PMPI_Alltoallw_init_c", offsetof(struct mln_pmpi_table, Alltoallw_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Barrier_init)
+    {"PMPI_Barrier_init", offsetof(struct mln_pmpi_table, Barrier_init)},
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init)
+    {"PMPI_Bcast_init", offsetof(struct mln_pmpi_table, Bcast_init)},
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init_c)
+    {"PMPI_Bcast_init_c", offsetof(struct mln_pmpi_table, Bcast_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Cart_coords)
+    {"PMPI_Cart_coords", offsetof(struct mln_pmpi_table, Cart_coords)},
+#endif
+#if defined(MLN_PL_HAVE_Cart_get)
+    {"PMPI_Cart_get", offsetof(struct mln_pmpi_table, Cart_get)},
+#endif
+#if defined(MLN_PL_HAVE_Cart_map)
+    {"PMPI_Cart_map", offsetof(struct mln_pmpi_table, Cart_map)},
+#endif
+#if defined(MLN_PL_HAVE_Cart_rank)
+    {"PMPI_Cart_rank", offsetof(struct mln_pmpi_table, Cart_rank)},
+#endif
+#if defined(MLN_PL_HAVE_Cart_shift)
+    {"PMPI_Cart_shift", offsetof(struct mln_pmpi_table, Cart_shift)},
+#endif
+#if defined(MLN_PL_HAVE_Cartdim_get)
+    {"PMPI_Cartdim_get", offsetof(struct mln_pmpi_table, Cartdim_get)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer)
+    {"PMPI_Comm_attach_buffer", offsetof(struct mln_pmpi_table, Comm_attach_buffer)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer_c)
+    {"PMPI_Comm_attach_buffer_c", offsetof(struct mln_pmpi_table, Comm_attach_buffer_c)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer)
+    {"PMPI_Comm_detach_buffer", offsetof(struct mln_pmpi_table, Comm_detach_buffer)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer_c)
+    {"PMPI_Comm_detach_buffer_c", offsetof(struct mln_pmpi_table, Comm_detach_buffer_c)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_flush_buffer)
+    {"PMPI_Comm_flush_buffer", offsetof(struct mln_pmpi_table, Comm_flush_buffer)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_group)
+    {"PMPI_Comm_group", offsetof(struct mln_pmpi_table, Comm_group)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup)
+    {"PMPI_Comm_idup", offsetof(struct mln_pmpi_table, Comm_idup)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup_with_info)
+    {"PMPI_Comm_idup_with_info", offsetof(struct mln_pmpi_table, Comm_idup_with_info)},
+#endif
+#if defined(MLN_PL_HAVE_Comm_iflush_buffer)
+    {"PMPI_Comm_iflush_buffer", offsetof(struct mln_pmpi_table, Comm_iflush_buffer)},
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
+    {"PMPI_Dist_graph_neighbors", offsetof(struct mln_pmpi_table, Dist_graph_neighbors)},
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
+    {"PMPI_Dist_graph_neighbors_count",
+     offsetof(struct mln_pmpi_table, Dist_graph_neighbors_count)},
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init)
+    {"PMPI_Exscan_init", offsetof(struct mln_pmpi_table, Exscan_init)},
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init_c)
+    {"PMPI_Exscan_init_c", offsetof(struct mln_pmpi_table, Exscan_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_File_open)
+    {"PMPI_File_open", offsetof(struct mln_pmpi_table, File_open)},
+#endif
+#if defined(MLN_PL_HAVE_Gather_init)
+    {"PMPI_Gather_init", offsetof(struct mln_pmpi_table, Gather_init)},
+#endif
+#if defined(MLN_PL_HAVE_Gather_init_c)
+    {"PMPI_Gather_init_c", offsetof(struct mln_pmpi_table, Gather_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init)
+    {"PMPI_Gatherv_init", offsetof(struct mln_pmpi_table, Gatherv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init_c)
+    {"PMPI_Gatherv_init_c", offsetof(struct mln_pmpi_table, Gatherv_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Graph_get)
+    {"PMPI_Graph_get", offsetof(struct mln_pmpi_table, Graph_get)},
+#endif
+#if defined(MLN_PL_HAVE_Graph_map)
+    {"PMPI_Graph_map", offsetof(struct mln_pmpi_table, Graph_map)},
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors)
+    {"PMPI_Graph_neighbors", offsetof(struct mln_pmpi_table, Graph_neighbors)},
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors_count)
+    {"PMPI_Graph_neighbors_count", offsetof(struct mln_pmpi_table, Graph_neighbors_count)},
+#endif
+#if defined(MLN_PL_HAVE_Graphdims_get)
+    {"PMPI_Graphdims_get", offsetof(struct mln_pmpi_table, Graphdims_get)},
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create)
+    {"PMPI_Intercomm_create", offsetof(struct mln_pmpi_table, Intercomm_create)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init)
+    {"PMPI_Neighbor_allgather_init", offsetof(struct mln_pmpi_table, Neighbor_allgather_init)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init_c)
+    {"PMPI_Neighbor_allgather_init_c", offsetof(struct mln_pmpi_table, Neighbor_allgather_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init)
+    {"PMPI_Neighbor_allgatherv_init", offsetof(struct mln_pmpi_table, Neighbor_allgatherv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init_c)
+    {"PMPI_Neighbor_allgatherv_init_c",
+     offsetof(struct mln_pmpi_table, Neighbor_allgatherv_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init)
+    {"PMPI_Neighbor_alltoall_init", offsetof(struct mln_pmpi_table, Neighbor_alltoall_init)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init_c)
+    {"PMPI_Neighbor_alltoall_init_c", offsetof(struct mln_pmpi_table, Neighbor_alltoall_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init)
+    {"PMPI_Neighbor_alltoallv_init", offsetof(struct mln_pmpi_table, Neighbor_alltoallv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init_c)
+    {"PMPI_Neighbor_alltoallv_init_c", offsetof(struct mln_pmpi_table, Neighbor_alltoallv_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init)
+    {"PMPI_Neighbor_alltoallw_init", offsetof(struct mln_pmpi_table, Neighbor_alltoallw_init)},
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init_c)
+    {"PMPI_Neighbor_alltoallw_init_c", offsetof(struct mln_pmpi_table, Neighbor_alltoallw_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Precv_init)
+    {"PMPI_Precv_init", offsetof(struct mln_pmpi_table, Precv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Psend_init)
+    {"PMPI_Psend_init", offsetof(struct mln_pmpi_table, Psend_init)},
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init)
+    {"PMPI_Reduce_init", offsetof(struct mln_pmpi_table, Reduce_init)},
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init_c)
+    {"PMPI_Reduce_init_c", offsetof(struct mln_pmpi_table, Reduce_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init)
+    {"PMPI_Reduce_scatter_block_init", offsetof(struct mln_pmpi_table, Reduce_scatter_block_init)},
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init_c)
+    {"PMPI_Reduce_scatter_block_init_c",
+     offsetof(struct mln_pmpi_table, Reduce_scatter_block_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init)
+    {"PMPI_Reduce_scatter_init", offsetof(struct mln_pmpi_table, Reduce_scatter_init)},
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init_c)
+    {"PMPI_Reduce_scatter_init_c", offsetof(struct mln_pmpi_table, Reduce_scatter_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Scan_init)
+    {"PMPI_Scan_init", offsetof(struct mln_pmpi_table, Scan_init)},
+#endif
+#if defined(MLN_PL_HAVE_Scan_init_c)
+    {"PMPI_Scan_init_c", offsetof(struct mln_pmpi_table, Scan_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init)
+    {"PMPI_Scatter_init", offsetof(struct mln_pmpi_table, Scatter_init)},
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init_c)
+    {"PMPI_Scatter_init_c", offsetof(struct mln_pmpi_table, Scatter_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init)
+    {"PMPI_Scatterv_init", offsetof(struct mln_pmpi_table, Scatterv_init)},
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init_c)
+    {"PMPI_Scatterv_init_c", offsetof(struct mln_pmpi_table, Scatterv_init_c)},
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate)
+    {"PMPI_Win_allocate", offsetof(struct mln_pmpi_table, Win_allocate)},
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_c)
+    {"PMPI_Win_allocate_c", offsetof(struct mln_pmpi_table, Win_allocate_c)},
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared)
+    {"PMPI_Win_allocate_shared", offsetof(struct mln_pmpi_table, Win_allocate_shared)},
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared_c)
+    {"PMPI_Win_allocate_shared_c", offsetof(struct mln_pmpi_table, Win_allocate_shared_c)},
+#endif
+#if defined(MLN_PL_HAVE_Win_create)
+    {"PMPI_Win_create", offsetof(struct mln_pmpi_table, Win_create)},
+#endif
+#if defined(MLN_PL_HAVE_Win_create_c)
+    {"PMPI_Win_create_c", offsetof(struct mln_pmpi_table, Win_create_c)},
+#endif
+#if defined(MLN_PL_HAVE_Win_create_dynamic)
+    {"PMPI_Win_create_dynamic", offsetof(struct mln_pmpi_table, Win_create_dynamic)},
+#endif
 };
 
 int mln_pmpi_resolve(void *(*lookup)(const char *name), char *missing, size_t len)

@@ -27,6 +27,12 @@
 /* The layer's own data: reached without the GOT (the library exports only MPI names). */
 #define MLN_PL_HIDDEN __attribute__((visibility("hidden")))
 
+/* Which functions this MPI's mpi.h declares (MLN_PL_HAVE_X): written by CMake for the
+ * layer's build (src/preload/CMakeLists.txt); the grid guards exist only for those. */
+#ifdef MLN_PL_HAVE_H
+#include "mln_pmpi_have.h"
+#endif
+
 /* The real entry points (PMPI_X of the MPI library), resolved once (preload.c). */
 struct mln_pmpi_table {
     __typeof__(PMPI_Init) *Init;
@@ -328,6 +334,255 @@ struct mln_pmpi_table {
     __typeof__(PMPI_Graph_create) *Graph_create;
     __typeof__(PMPI_Dist_graph_create) *Dist_graph_create;
     __typeof__(PMPI_Dist_graph_create_adjacent) *Dist_graph_create_adjacent;
+    __typeof__(PMPI_Comm_size) *Comm_size;
+    __typeof__(PMPI_Comm_rank) *Comm_rank;
+    __typeof__(PMPI_Abort) *Abort;
+#if defined(MLN_PL_HAVE_Comm_spawn)
+    __typeof__(PMPI_Comm_spawn) *Comm_spawn;
+#endif
+#if defined(MLN_PL_HAVE_Comm_spawn_multiple)
+    __typeof__(PMPI_Comm_spawn_multiple) *Comm_spawn_multiple;
+#endif
+#if defined(MLN_PL_HAVE_Comm_accept)
+    __typeof__(PMPI_Comm_accept) *Comm_accept;
+#endif
+#if defined(MLN_PL_HAVE_Comm_connect)
+    __typeof__(PMPI_Comm_connect) *Comm_connect;
+#endif
+#if defined(MLN_PL_HAVE_Comm_join)
+    __typeof__(PMPI_Comm_join) *Comm_join;
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
+    __typeof__(PMPI_Intercomm_create_from_groups) *Intercomm_create_from_groups;
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init)
+    __typeof__(PMPI_Allgather_init) *Allgather_init;
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init_c)
+    __typeof__(PMPI_Allgather_init_c) *Allgather_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init)
+    __typeof__(PMPI_Allgatherv_init) *Allgatherv_init;
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init_c)
+    __typeof__(PMPI_Allgatherv_init_c) *Allgatherv_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init)
+    __typeof__(PMPI_Allreduce_init) *Allreduce_init;
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init_c)
+    __typeof__(PMPI_Allreduce_init_c) *Allreduce_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init)
+    __typeof__(PMPI_Alltoall_init) *Alltoall_init;
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init_c)
+    __typeof__(PMPI_Alltoall_init_c) *Alltoall_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init)
+    __typeof__(PMPI_Alltoallv_init) *Alltoallv_init;
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init_c)
+    __typeof__(PMPI_Alltoallv_init_c) *Alltoallv_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init)
+    __typeof__(PMPI_Alltoallw_init) *Alltoallw_init;
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init_c)
+    __typeof__(PMPI_Alltoallw_init_c) *Alltoallw_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Barrier_init)
+    __typeof__(PMPI_Barrier_init) *Barrier_init;
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init)
+    __typeof__(PMPI_Bcast_init) *Bcast_init;
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init_c)
+    __typeof__(PMPI_Bcast_init_c) *Bcast_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Cart_coords)
+    __typeof__(PMPI_Cart_coords) *Cart_coords;
+#endif
+#if defined(MLN_PL_HAVE_Cart_get)
+    __typeof__(PMPI_Cart_get) *Cart_get;
+#endif
+#if defined(MLN_PL_HAVE_Cart_map)
+    __typeof__(PMPI_Cart_map) *Cart_map;
+#endif
+#if defined(MLN_PL_HAVE_Cart_rank)
+    __typeof__(PMPI_Cart_rank) *Cart_rank;
+#endif
+#if defined(MLN_PL_HAVE_Cart_shift)
+    __typeof__(PMPI_Cart_shift) *Cart_shift;
+#endif
+#if defined(MLN_PL_HAVE_Cartdim_get)
+    __typeof__(PMPI_Cartdim_get) *Cartdim_get;
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer)
+    __typeof__(PMPI_Comm_attach_buffer) *Comm_attach_buffer;
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer_c)
+    __typeof__(PMPI_Comm_attach_buffer_c) *Comm_attach_buffer_c;
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer)
+    __typeof__(PMPI_Comm_detach_buffer) *Comm_detach_buffer;
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer_c)
+    __typeof__(PMPI_Comm_detach_buffer_c) *Comm_detach_buffer_c;
+#endif
+#if defined(MLN_PL_HAVE_Comm_flush_buffer)
+    __typeof__(PMPI_Comm_flush_buffer) *Comm_flush_buffer;
+#endif
+#if defined(MLN_PL_HAVE_Comm_group)
+    __typeof__(PMPI_Comm_group) *Comm_group;
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup)
+    __typeof__(PMPI_Comm_idup) *Comm_idup;
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup_with_info)
+    __typeof__(PMPI_Comm_idup_with_info) *Comm_idup_with_info;
+#endif
+#if defined(MLN_PL_HAVE_Comm_iflush_buffer)
+    __typeof__(PMPI_Comm_iflush_buffer) *Comm_iflush_buffer;
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
+    __typeof__(PMPI_Dist_graph_neighbors) *Dist_graph_neighbors;
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
+    __typeof__(PMPI_Dist_graph_neighbors_count) *Dist_graph_neighbors_count;
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init)
+    __typeof__(PMPI_Exscan_init) *Exscan_init;
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init_c)
+    __typeof__(PMPI_Exscan_init_c) *Exscan_init_c;
+#endif
+#if defined(MLN_PL_HAVE_File_open)
+    __typeof__(PMPI_File_open) *File_open;
+#endif
+#if defined(MLN_PL_HAVE_Gather_init)
+    __typeof__(PMPI_Gather_init) *Gather_init;
+#endif
+#if defined(MLN_PL_HAVE_Gather_init_c)
+    __typeof__(PMPI_Gather_init_c) *Gather_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init)
+    __typeof__(PMPI_Gatherv_init) *Gatherv_init;
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init_c)
+    __typeof__(PMPI_Gatherv_init_c) *Gatherv_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Graph_get)
+    __typeof__(PMPI_Graph_get) *Graph_get;
+#endif
+#if defined(MLN_PL_HAVE_Graph_map)
+    __typeof__(PMPI_Graph_map) *Graph_map;
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors)
+    __typeof__(PMPI_Graph_neighbors) *Graph_neighbors;
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors_count)
+    __typeof__(PMPI_Graph_neighbors_count) *Graph_neighbors_count;
+#endif
+#if defined(MLN_PL_HAVE_Graphdims_get)
+    __typeof__(PMPI_Graphdims_get) *Graphdims_get;
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create)
+    __typeof__(PMPI_Intercomm_create) *Intercomm_create;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init)
+    __typeof__(PMPI_Neighbor_allgather_init) *Neighbor_allgather_init;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init_c)
+    __typeof__(PMPI_Neighbor_allgather_init_c) *Neighbor_allgather_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init)
+    __typeof__(PMPI_Neighbor_allgatherv_init) *Neighbor_allgatherv_init;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init_c)
+    __typeof__(PMPI_Neighbor_allgatherv_init_c) *Neighbor_allgatherv_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init)
+    __typeof__(PMPI_Neighbor_alltoall_init) *Neighbor_alltoall_init;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init_c)
+    __typeof__(PMPI_Neighbor_alltoall_init_c) *Neighbor_alltoall_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init)
+    __typeof__(PMPI_Neighbor_alltoallv_init) *Neighbor_alltoallv_init;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init_c)
+    __typeof__(PMPI_Neighbor_alltoallv_init_c) *Neighbor_alltoallv_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init)
+    __typeof__(PMPI_Neighbor_alltoallw_init) *Neighbor_alltoallw_init;
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init_c)
+    __typeof__(PMPI_Neighbor_alltoallw_init_c) *Neighbor_alltoallw_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Precv_init)
+    __typeof__(PMPI_Precv_init) *Precv_init;
+#endif
+#if defined(MLN_PL_HAVE_Psend_init)
+    __typeof__(PMPI_Psend_init) *Psend_init;
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init)
+    __typeof__(PMPI_Reduce_init) *Reduce_init;
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init_c)
+    __typeof__(PMPI_Reduce_init_c) *Reduce_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init)
+    __typeof__(PMPI_Reduce_scatter_block_init) *Reduce_scatter_block_init;
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init_c)
+    __typeof__(PMPI_Reduce_scatter_block_init_c) *Reduce_scatter_block_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init)
+    __typeof__(PMPI_Reduce_scatter_init) *Reduce_scatter_init;
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init_c)
+    __typeof__(PMPI_Reduce_scatter_init_c) *Reduce_scatter_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Scan_init)
+    __typeof__(PMPI_Scan_init) *Scan_init;
+#endif
+#if defined(MLN_PL_HAVE_Scan_init_c)
+    __typeof__(PMPI_Scan_init_c) *Scan_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init)
+    __typeof__(PMPI_Scatter_init) *Scatter_init;
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init_c)
+    __typeof__(PMPI_Scatter_init_c) *Scatter_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init)
+    __typeof__(PMPI_Scatterv_init) *Scatterv_init;
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init_c)
+    __typeof__(PMPI_Scatterv_init_c) *Scatterv_init_c;
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate)
+    __typeof__(PMPI_Win_allocate) *Win_allocate;
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_c)
+    __typeof__(PMPI_Win_allocate_c) *Win_allocate_c;
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared)
+    __typeof__(PMPI_Win_allocate_shared) *Win_allocate_shared;
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared_c)
+    __typeof__(PMPI_Win_allocate_shared_c) *Win_allocate_shared_c;
+#endif
+#if defined(MLN_PL_HAVE_Win_create)
+    __typeof__(PMPI_Win_create) *Win_create;
+#endif
+#if defined(MLN_PL_HAVE_Win_create_c)
+    __typeof__(PMPI_Win_create_c) *Win_create_c;
+#endif
+#if defined(MLN_PL_HAVE_Win_create_dynamic)
+    __typeof__(PMPI_Win_create_dynamic) *Win_create_dynamic;
+#endif
 };
 extern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;
 
@@ -408,6 +663,17 @@ int mln_pl_Request_get_status(MPI_Request request, int *flag, MPI_Status *status
 int mln_pl_Cancel(MPI_Request *request);
 int mln_pl_Request_free(MPI_Request *request);
 int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int mln_pl_Comm_size(MPI_Comm comm, int *size);
+int mln_pl_Comm_rank(MPI_Comm comm, int *rank);
+int mln_pl_Abort(MPI_Comm comm, int errorcode);
+
+/* Grid mode (preload_grid.c): 1 under `multilane grid run`, where the program's
+ * MPI_COMM_WORLD is the grid's world; the bodies of poll and born functions marked
+ * `grid` there; and the refusal of every other call on it (one line, then the world's
+ * error handler with MPI_ERR_UNSUPPORTED_OPERATION). */
+extern int mln_pl_grid_on MLN_PL_HIDDEN;
+int mln_pl_grid_refuse(const char *call, int on_world);
+int mln_pl_grid_Barrier(MPI_Comm comm);
 
 /* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs
  * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and
@@ -631,6 +897,10 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if MLN_PL_BIGCOUNT
 #define MPI_Buffer_detach_c (*mln_pmpi.Buffer_detach_c)
 #endif
+#define MPI_Ibcast (*mln_pmpi.Ibcast)
+#if MLN_PL_BIGCOUNT
+#define MPI_Ibcast_c (*mln_pmpi.Ibcast_c)
+#endif
 #define MPI_Comm_dup (*mln_pmpi.Comm_dup)
 #define MPI_Comm_dup_with_info (*mln_pmpi.Comm_dup_with_info)
 #define MPI_Comm_split (*mln_pmpi.Comm_split)
@@ -646,6 +916,378 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #define MPI_Graph_create (*mln_pmpi.Graph_create)
 #define MPI_Dist_graph_create (*mln_pmpi.Dist_graph_create)
 #define MPI_Dist_graph_create_adjacent (*mln_pmpi.Dist_graph_create_adjacent)
+#define MPI_Comm_size (*mln_pmpi.Comm_size)
+#define MPI_Comm_rank (*mln_pmpi.Comm_rank)
+#define MPI_Abort (*mln_pmpi.Abort)
+#if defined(MLN_PL_HAVE_Comm_spawn)
+#define MPI_Comm_spawn (*mln_pmpi.Comm_spawn)
+#endif
+#if defined(MLN_PL_HAVE_Comm_spawn_multiple)
+#define MPI_Comm_spawn_multiple (*mln_pmpi.Comm_spawn_multiple)
+#endif
+#if defined(MLN_PL_HAVE_Comm_accept)
+#define MPI_Comm_accept (*mln_pmpi.Comm_accept)
+#endif
+#if defined(MLN_PL_HAVE_Comm_connect)
+#define MPI_Comm_connect (*mln_pmpi.Comm_connect)
+#endif
+#if defined(MLN_PL_HAVE_Comm_join)
+#define MPI_Comm_join (*mln_pmpi.Comm_join)
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
+#define MPI_Intercomm_create_from_groups (*mln_pmpi.Intercomm_create_from_groups)
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init)
+#define MPI_Allgather_init (*mln_pmpi.Allgather_init)
+#endif
+#if defined(MLN_PL_HAVE_Allgather_init_c)
+#define MPI_Allgather_init_c (*mln_pmpi.Allgather_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init)
+#define MPI_Allgatherv_init (*mln_pmpi.Allgatherv_init)
+#endif
+#if defined(MLN_PL_HAVE_Allgatherv_init_c)
+#define MPI_Allgatherv_init_c (*mln_pmpi.Allgatherv_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init)
+#define MPI_Allreduce_init (*mln_pmpi.Allreduce_init)
+#endif
+#if defined(MLN_PL_HAVE_Allreduce_init_c)
+#define MPI_Allreduce_init_c (*mln_pmpi.Allreduce_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init)
+#define MPI_Alltoall_init (*mln_pmpi.Alltoall_init)
+#endif
+#if defined(MLN_PL_HAVE_Alltoall_init_c)
+#define MPI_Alltoall_init_c (*mln_pmpi.Alltoall_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init)
+#define MPI_Alltoallv_init (*mln_pmpi.Alltoallv_init)
+#endif
+#if defined(MLN_PL_HAVE_Alltoallv_init_c)
+#define MPI_Alltoallv_init_c (*mln_pmpi.Alltoallv_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init)
+#define MPI_Alltoallw_init (*mln_pmpi.Alltoallw_init)
+#endif
+#if defined(MLN_PL_HAVE_Alltoallw_init_c)
+#define MPI_Alltoallw_init_c (*mln_pmpi.Alltoallw_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Barrier_init)
+#define MPI_Barrier_init (*mln_pmpi.Barrier_init)
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init)
+#define MPI_Bcast_init (*mln_pmpi.Bcast_init)
+#endif
+#if defined(MLN_PL_HAVE_Bcast_init_c)
+#define MPI_Bcast_init_c (*mln_pmpi.Bcast_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Cart_coords)
+#define MPI_Cart_coords (*mln_pmpi.Cart_coords)
+#endif
+#if defined(MLN_PL_HAVE_Cart_get)
+#define MPI_Cart_get (*mln_pmpi.Cart_get)
+#endif
+#if defined(MLN_PL_HAVE_Cart_map)
+#define MPI_Cart_map (*mln_pmpi.Cart_map)
+#endif
+#if defined(MLN_PL_HAVE_Cart_rank)
+#define MPI_Cart_rank (*mln_pmpi.Cart_rank)
+#endif
+#if defined(MLN_PL_HAVE_Cart_shift)
+#define MPI_Cart_shift (*mln_pmpi.Cart_shift)
+#endif
+#if defined(MLN_PL_HAVE_Cartdim_get)
+#define MPI_Cartdim_get (*mln_pmpi.Cartdim_get)
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer)
+#define MPI_Comm_attach_buffer (*mln_pmpi.Comm_attach_buffer)
+#endif
+#if defined(MLN_PL_HAVE_Comm_attach_buffer_c)
+#define MPI_Comm_attach_buffer_c (*mln_pmpi.Comm_attach_buffer_c)
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer)
+#define MPI_Comm_detach_buffer (*mln_pmpi.Comm_detach_buffer)
+#endif
+#if defined(MLN_PL_HAVE_Comm_detach_buffer_c)
+#define MPI_Comm_detach_buffer_c (*mln_pmpi.Comm_detach_buffer_c)
+#endif
+#if defined(MLN_PL_HAVE_Comm_flush_buffer)
+#define MPI_Comm_flush_buffer (*mln_pmpi.Comm_flush_buffer)
+#endif
+#if defined(MLN_PL_HAVE_Comm_group)
+#define MPI_Comm_group (*mln_pmpi.Comm_group)
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup)
+#define MPI_Comm_idup (*mln_pmpi.Comm_idup)
+#endif
+#if defined(MLN_PL_HAVE_Comm_idup_with_info)
+#define MPI_Comm_idup_with_info (*mln_pmpi.Comm_idup_with_info)
+#endif
+#if defined(MLN_PL_HAVE_Comm_iflush_buffer)
+#define MPI_Comm_iflush_buffer (*mln_pmpi.Comm_iflush_buffer)
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
+#define MPI_Dist_graph_neighbors (*mln_pmpi.Dist_graph_neighbors)
+#endif
+#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
+#define MPI_Dist_graph_neighbors_count (*mln_pmpi.Dist_graph_neighbors_count)
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init)
+#define MPI_Exscan_init (*mln_pmpi.Exscan_init)
+#endif
+#if defined(MLN_PL_HAVE_Exscan_init_c)
+#define MPI_Exscan_init_c (*mln_pmpi.Exscan_init_c)
+#endif
+#if defined(MLN_PL_HAVE_File_open)
+#define MPI_File_open (*mln_pmpi.File_open)
+#endif
+#if defined(MLN_PL_HAVE_Gather_init)
+#define MPI_Gather_init (*mln_pmpi.Gather_init)
+#endif
+#if defined(MLN_PL_HAVE_Gather_init_c)
+#define MPI_Gather_init_c (*mln_pmpi.Gather_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init)
+#define MPI_Gatherv_init (*mln_pmpi.Gatherv_init)
+#endif
+#if defined(MLN_PL_HAVE_Gatherv_init_c)
+#define MPI_Gatherv_init_c (*mln_pmpi.Gatherv_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Graph_get)
+#define MPI_Graph_get (*mln_pmpi.Graph_get)
+#endif
+#if defined(MLN_PL_HAVE_Graph_map)
+#define MPI_Graph_map (*mln_pmpi.Graph_map)
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors)
+#define MPI_Graph_neighbors (*mln_pmpi.Graph_neighbors)
+#endif
+#if defined(MLN_PL_HAVE_Graph_neighbors_count)
+#define MPI_Graph_neighbors_count (*mln_pmpi.Graph_neighbors_count)
+#endif
+#if defined(MLN_PL_HAVE_Graphdims_get)
+#define MPI_Graphdims_get (*mln_pmpi.Graphdims_get)
+#endif
+#if defined(MLN_PL_HAVE_Iallgather)
+#define MPI_Iallgather (*mln_pmpi.Iallgather)
+#endif
+#if defined(MLN_PL_HAVE_Iallgather_c)
+#define MPI_Iallgather_c (*mln_pmpi.Iallgather_c)
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv)
+#define MPI_Iallgatherv (*mln_pmpi.Iallgatherv)
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv_c)
+#define MPI_Iallgatherv_c (*mln_pmpi.Iallgatherv_c)
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce)
+#define MPI_Iallreduce (*mln_pmpi.Iallreduce)
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce_c)
+#define MPI_Iallreduce_c (*mln_pmpi.Iallreduce_c)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall)
+#define MPI_Ialltoall (*mln_pmpi.Ialltoall)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall_c)
+#define MPI_Ialltoall_c (*mln_pmpi.Ialltoall_c)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv)
+#define MPI_Ialltoallv (*mln_pmpi.Ialltoallv)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv_c)
+#define MPI_Ialltoallv_c (*mln_pmpi.Ialltoallv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw)
+#define MPI_Ialltoallw (*mln_pmpi.Ialltoallw)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw_c)
+#define MPI_Ialltoallw_c (*mln_pmpi.Ialltoallw_c)
+#endif
+#if defined(MLN_PL_HAVE_Ibarrier)
+#define MPI_Ibarrier (*mln_pmpi.Ibarrier)
+#endif
+#if defined(MLN_PL_HAVE_Iexscan)
+#define MPI_Iexscan (*mln_pmpi.Iexscan)
+#endif
+#if defined(MLN_PL_HAVE_Iexscan_c)
+#define MPI_Iexscan_c (*mln_pmpi.Iexscan_c)
+#endif
+#if defined(MLN_PL_HAVE_Igather)
+#define MPI_Igather (*mln_pmpi.Igather)
+#endif
+#if defined(MLN_PL_HAVE_Igather_c)
+#define MPI_Igather_c (*mln_pmpi.Igather_c)
+#endif
+#if defined(MLN_PL_HAVE_Igatherv)
+#define MPI_Igatherv (*mln_pmpi.Igatherv)
+#endif
+#if defined(MLN_PL_HAVE_Igatherv_c)
+#define MPI_Igatherv_c (*mln_pmpi.Igatherv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather)
+#define MPI_Ineighbor_allgather (*mln_pmpi.Ineighbor_allgather)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather_c)
+#define MPI_Ineighbor_allgather_c (*mln_pmpi.Ineighbor_allgather_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv)
+#define MPI_Ineighbor_allgatherv (*mln_pmpi.Ineighbor_allgatherv)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv_c)
+#define MPI_Ineighbor_allgatherv_c (*mln_pmpi.Ineighbor_allgatherv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall)
+#define MPI_Ineighbor_alltoall (*mln_pmpi.Ineighbor_alltoall)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall_c)
+#define MPI_Ineighbor_alltoall_c (*mln_pmpi.Ineighbor_alltoall_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv)
+#define MPI_Ineighbor_alltoallv (*mln_pmpi.Ineighbor_alltoallv)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv_c)
+#define MPI_Ineighbor_alltoallv_c (*mln_pmpi.Ineighbor_alltoallv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw)
+#define MPI_Ineighbor_alltoallw (*mln_pmpi.Ineighbor_alltoallw)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw_c)
+#define MPI_Ineighbor_alltoallw_c (*mln_pmpi.Ineighbor_alltoallw_c)
+#endif
+#if defined(MLN_PL_HAVE_Intercomm_create)
+#define MPI_Intercomm_create (*mln_pmpi.Intercomm_create)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce)
+#define MPI_Ireduce (*mln_pmpi.Ireduce)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_c)
+#define MPI_Ireduce_c (*mln_pmpi.Ireduce_c)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter)
+#define MPI_Ireduce_scatter (*mln_pmpi.Ireduce_scatter)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_c)
+#define MPI_Ireduce_scatter_c (*mln_pmpi.Ireduce_scatter_c)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block)
+#define MPI_Ireduce_scatter_block (*mln_pmpi.Ireduce_scatter_block)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block_c)
+#define MPI_Ireduce_scatter_block_c (*mln_pmpi.Ireduce_scatter_block_c)
+#endif
+#if defined(MLN_PL_HAVE_Iscan)
+#define MPI_Iscan (*mln_pmpi.Iscan)
+#endif
+#if defined(MLN_PL_HAVE_Iscan_c)
+#define MPI_Iscan_c (*mln_pmpi.Iscan_c)
+#endif
+#if defined(MLN_PL_HAVE_Iscatter)
+#define MPI_Iscatter (*mln_pmpi.Iscatter)
+#endif
+#if defined(MLN_PL_HAVE_Iscatter_c)
+#define MPI_Iscatter_c (*mln_pmpi.Iscatter_c)
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv)
+#define MPI_Iscatterv (*mln_pmpi.Iscatterv)
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv_c)
+#define MPI_Iscatterv_c (*mln_pmpi.Iscatterv_c)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init)
+#define MPI_Neighbor_allgather_init (*mln_pmpi.Neighbor_allgather_init)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgather_init_c)
+#define MPI_Neighbor_allgather_init_c (*mln_pmpi.Neighbor_allgather_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init)
+#define MPI_Neighbor_allgatherv_init (*mln_pmpi.Neighbor_allgatherv_init)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_allgatherv_init_c)
+#define MPI_Neighbor_allgatherv_init_c (*mln_pmpi.Neighbor_allgatherv_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init)
+#define MPI_Neighbor_alltoall_init (*mln_pmpi.Neighbor_alltoall_init)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoall_init_c)
+#define MPI_Neighbor_alltoall_init_c (*mln_pmpi.Neighbor_alltoall_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init)
+#define MPI_Neighbor_alltoallv_init (*mln_pmpi.Neighbor_alltoallv_init)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallv_init_c)
+#define MPI_Neighbor_alltoallv_init_c (*mln_pmpi.Neighbor_alltoallv_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init)
+#define MPI_Neighbor_alltoallw_init (*mln_pmpi.Neighbor_alltoallw_init)
+#endif
+#if defined(MLN_PL_HAVE_Neighbor_alltoallw_init_c)
+#define MPI_Neighbor_alltoallw_init_c (*mln_pmpi.Neighbor_alltoallw_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Precv_init)
+#define MPI_Precv_init (*mln_pmpi.Precv_init)
+#endif
+#if defined(MLN_PL_HAVE_Psend_init)
+#define MPI_Psend_init (*mln_pmpi.Psend_init)
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init)
+#define MPI_Reduce_init (*mln_pmpi.Reduce_init)
+#endif
+#if defined(MLN_PL_HAVE_Reduce_init_c)
+#define MPI_Reduce_init_c (*mln_pmpi.Reduce_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init)
+#define MPI_Reduce_scatter_block_init (*mln_pmpi.Reduce_scatter_block_init)
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_block_init_c)
+#define MPI_Reduce_scatter_block_init_c (*mln_pmpi.Reduce_scatter_block_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init)
+#define MPI_Reduce_scatter_init (*mln_pmpi.Reduce_scatter_init)
+#endif
+#if defined(MLN_PL_HAVE_Reduce_scatter_init_c)
+#define MPI_Reduce_scatter_init_c (*mln_pmpi.Reduce_scatter_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Scan_init)
+#define MPI_Scan_init (*mln_pmpi.Scan_init)
+#endif
+#if defined(MLN_PL_HAVE_Scan_init_c)
+#define MPI_Scan_init_c (*mln_pmpi.Scan_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init)
+#define MPI_Scatter_init (*mln_pmpi.Scatter_init)
+#endif
+#if defined(MLN_PL_HAVE_Scatter_init_c)
+#define MPI_Scatter_init_c (*mln_pmpi.Scatter_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init)
+#define MPI_Scatterv_init (*mln_pmpi.Scatterv_init)
+#endif
+#if defined(MLN_PL_HAVE_Scatterv_init_c)
+#define MPI_Scatterv_init_c (*mln_pmpi.Scatterv_init_c)
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate)
+#define MPI_Win_allocate (*mln_pmpi.Win_allocate)
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_c)
+#define MPI_Win_allocate_c (*mln_pmpi.Win_allocate_c)
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared)
+#define MPI_Win_allocate_shared (*mln_pmpi.Win_allocate_shared)
+#endif
+#if defined(MLN_PL_HAVE_Win_allocate_shared_c)
+#define MPI_Win_allocate_shared_c (*mln_pmpi.Win_allocate_shared_c)
+#endif
+#if defined(MLN_PL_HAVE_Win_create)
+#define MPI_Win_create (*mln_pmpi.Win_create)
+#endif
+#if defined(MLN_PL_HAVE_Win_create_c)
+#define MPI_Win_create_c (*mln_pmpi.Win_create_c)
+#endif
+#if defined(MLN_PL_HAVE_Win_create_dynamic)
+#define MPI_Win_create_dynamic (*mln_pmpi.Win_create_dynamic)
+#endif
 #endif /* MLN_PMPI_REDIRECT */
 
 #endif /* MLN_WRAPPERS_GEN_H */
