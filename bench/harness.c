@@ -12,7 +12,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 
 /* ---- accessors for the hooks ------------------------------------------------------------ */
@@ -48,6 +47,23 @@ double mln_bench_cpu_per_iter(const mln_bench_t *b, const char *name)
         if (strcmp(b->desc->tests[j].name, name) == 0)
             return b->cpu_iter[b->row * b->desc->ntests + j];
     return -1.0;
+}
+
+double mln_bench_median(const mln_bench_t *b, const char *name)
+{
+    size_t nt = b->desc->ntests;
+
+    for (size_t j = 0; b->stats != NULL && b->sizes.count > 0 && j < nt; j++)
+        if (strcmp(b->desc->tests[j].name, name) == 0)
+            return b->selected[j] && !b->skipped[b->row * nt + j] ? b->stats[b->row * nt + j].median
+                                                                  : NAN;
+    return NAN;
+}
+
+const char *mln_bench_collectives(const mln_bench_t *b)
+{
+    (void)b;
+    return mln_bench_rt.coll->name;
 }
 
 double mln_bench_value_us(const mln_bench_t *b, uint64_t bytes, double seconds)
@@ -508,7 +524,7 @@ static int bench_agree(const mln_bench_t *b, int failed, int *skip)
     int mine = failed ? 2 * b->rank + (b->skip != 0) : INT_MAX, lowest = INT_MAX;
 
     *skip = failed && b->skip;
-    if (MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, b->comm) != MPI_SUCCESS)
+    if (mln_bench_rt.coll->allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, b->comm) != MPI_SUCCESS)
         return failed ? b->rank : 0;
     if (lowest == INT_MAX)
         return -1;
@@ -646,6 +662,7 @@ static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
     int64_t iters = b->row_iters[i], warm = mln_iter_warmup(&b->rule, iters);
     mln_bench_op_t op = {
         .bytes = bytes, .plan = plan, .send = b->send, .recv = b->recv, .index = -1};
+    const mln_bench_coll_t *coll = mln_bench_rt.coll;
     double t0, t, tmax, v, c0, c, csum;
     mln_status_t st = MLN_OK;
 
@@ -669,9 +686,9 @@ static mln_status_t bench_run_rep(mln_bench_t *b, size_t i, size_t j, int rep,
         b->recv[bytes / 2] ^= 0x01;
     for (int k = 0; k < plan->recv_slots; k++)
         wrong += slot_wrong(plan, b->recv + k * bytes, bytes, rep, k);
-    MLN_MPI_CHECK(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
-    MLN_MPI_CHECK(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st, out);
-    MLN_MPI_CHECK(MPI_Allreduce(&c, &csum, 1, MPI_DOUBLE, MPI_SUM, b->comm), st, out);
+    MLN_MPI_CHECK(coll->allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, b->comm), st, out);
+    MLN_MPI_CHECK(coll->allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, b->comm), st, out);
+    MLN_MPI_CHECK(coll->allreduce(&c, &csum, 1, MPI_DOUBLE, MPI_SUM, b->comm), st, out);
     v = test->value(b, bytes, tmax);
     b->values[j * (size_t)b->reps + (size_t)rep] = isfinite(v) && v > 0 ? v : 0.0;
     b->cpu[j * (size_t)b->reps + (size_t)rep] = isfinite(csum) && csum > 0 ? csum : 0.0;
@@ -713,8 +730,9 @@ static mln_status_t bench_run_row(mln_bench_t *b, size_t i, mln_bench_plan_t *pl
         d->tests[j].plan(b, bytes, &plans[j]);
         if (b->inject && bytes == b->inject_bytes) { /* the lowest receiving rank corrupts */
             mine = plans[j].recv_slots > 0 && bytes > 0 ? b->rank : INT_MAX;
-            MLN_MPI_CHECK(MPI_Allreduce(&mine, &injector[j], 1, MPI_INT, MPI_MIN, b->comm), st,
-                          out);
+            MLN_MPI_CHECK(
+                mln_bench_rt.coll->allreduce(&mine, &injector[j], 1, MPI_INT, MPI_MIN, b->comm), st,
+                out);
         }
     }
     for (size_t o = 0; o < outer; o++)
@@ -828,15 +846,7 @@ static int bench_start(mln_bench_t *b, int *argc, char ***argv)
     const mln_bench_desc_t *d = b->desc;
     mln_status_t st = MLN_ERR_NOMEM;
 
-    /* The library's progress thread calls MPI: ask for MPI_THREAD_MULTIPLE only then, so
-     * that stock runs keep MPI's cheapest (single-threaded) paths. */
-    const char *progress = getenv("MLN_STRIPE_PROGRESS");
-    int provided = 0;
-    int rc = progress && strcasecmp(progress, "thread") == 0
-                 ? MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided)
-                 : MPI_Init(argc, argv);
-
-    if (rc != MPI_SUCCESS) {
+    if (mln_bench_rt.mpi_init(argc, argv) != MPI_SUCCESS) {
         fprintf(stderr, "mln-%s: error: MPI_Init failed\n", d->name);
         return 0;
     }
@@ -858,35 +868,11 @@ static int bench_start(mln_bench_t *b, int *argc, char ***argv)
     return !bench_failed(b, st) && !b->help && !b->version;
 }
 
-/*
- * The library, then the benchmark communicator: a duplicate of mln_comm_world(), the
- * application's ranks (helper ranks never return from mln_init).  If mln_init fails, the world
- * agrees on the error.  Returns 1 when ready.
- */
+/* The runtime's start (the library and the benchmark communicator: mln_bench_rt); if it
+ * fails, the world agrees on the error.  Returns 1 when ready. */
 static int bench_init(mln_bench_t *b, int *inited)
 {
-    mln_config_t cfg;
-    char err[512] = "";
-    mln_status_t st;
-
-    /* Checking the configuration first gives the exact message (the variable, the value). */
-    st = mln_config_load(NULL, NULL, &cfg, err, sizeof(err));
-    if (st != MLN_OK) {
-        snprintf(b->errmsg, sizeof(b->errmsg), "%s", err);
-    } else {
-        st = mln_init();
-        *inited = st == MLN_OK;
-        if (st != MLN_OK)
-            snprintf(b->errmsg, sizeof(b->errmsg), "mln_init failed: %s", mln_status_str(st));
-    }
-    if (st == MLN_OK && (MPI_Comm_dup(mln_comm_world(), &b->comm) != MPI_SUCCESS ||
-                         MPI_Comm_set_errhandler(b->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
-                         MPI_Comm_rank(b->comm, &b->rank) != MPI_SUCCESS ||
-                         MPI_Comm_size(b->comm, &b->nranks) != MPI_SUCCESS)) {
-        fprintf(stderr, "mln-%s: error: cannot set up the MPI communicator\n", b->desc->name);
-        MPI_Abort(MPI_COMM_WORLD, MLN_BENCH_EXIT_USAGE);
-    }
-    return !bench_failed(b, st);
+    return !bench_failed(b, mln_bench_rt.init(b, inited));
 }
 
 /* Ranks, the benchmark's setup, the JSON path, buffers.  Returns 1 when ready. */
@@ -953,16 +939,13 @@ int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv)
             rc = MLN_BENCH_EXIT_RUNTIME;
         }
     }
-    if (MPI_Bcast(&rc, 1, MPI_INT, 0, b->comm) != MPI_SUCCESS)
+    if (mln_bench_rt.coll->bcast(&rc, 1, MPI_INT, 0, b->comm) != MPI_SUCCESS)
         rc = MLN_BENCH_EXIT_RUNTIME;
 out:
     if (setup_done && desc->teardown != NULL)
         desc->teardown(b);
     bench_free(b);
-    if (b->comm != MPI_COMM_NULL && b->comm != MPI_COMM_WORLD)
-        MPI_Comm_free(&b->comm);
-    if (inited)
-        mln_finalize();
+    mln_bench_rt.fini(b, inited);
     if (MPI_Initialized(&mpi_up) == MPI_SUCCESS && mpi_up)
         MPI_Finalize();
     return rc;

@@ -8,9 +8,18 @@
  * buffers, data validation, the provenance block, the table and the JSON result.
  *
  * Start-up: MPI_Init; options (all of them, on every rank of MPI_COMM_WORLD); the descriptor's
- * before_init hook; mln_init; the benchmark communicator = a duplicate of mln_comm_world() (the
- * application's ranks: helper ranks of MLN_STRIPE_BACKEND=helper never return from mln_init);
- * setup; buffers.
+ * before_init hook; the runtime's start; setup; buffers.
+ *
+ * Runtimes (chosen when the program is linked; harness_int.h):
+ *   mln_bench_harness  libmultilane: mln_init; the benchmark communicator = a duplicate of
+ *                      mln_comm_world() (the application's ranks: helper ranks of
+ *                      MLN_STRIPE_BACKEND=helper never return from mln_init); the harness's
+ *                      collectives are MPI's (MPI_Allreduce, MPI_Bcast, MPI_Gather)
+ *   mln_bench_plain    no Multilane library (mln-relay): the benchmark communicator is
+ *                      MPI_COMM_WORLD; the harness's collectives are point-to-point through
+ *                      rank 0 (coll.h), tags from MLN_BENCH_COLL_TAG up reserved, so the
+ *                      program runs under `multilane grid run`, where only point-to-point and
+ *                      a few calls cross sites
  *
  * Per size, test and repetition the harness does, on every rank:
  *   fill send slots with the pattern (seed: rank, rep, size, slot)
@@ -18,7 +27,7 @@
  *   c0 = CPU time; t0 = MPI_Wtime(); `iters` timed iterations;
  *   t = (MPI_Wtime() - t0) / iters; c = (CPU time - c0) / iters
  *   check every receive slot against its sender's pattern (wrong bytes; see mln_bench_plan_t)
- *   MPI_Allreduce(MAX) of t, MPI_Allreduce(SUM) of wrong bytes and of c; metric = test->value(t)
+ *   allreduce(MAX) of t, allreduce(SUM) of wrong bytes and of c; metric = test->value(t)
  * and reports the median, min and max of the metric over the repetitions (and keeps the median
  * of c for the columns: mln_bench_cpu_per_iter).  docs/METRICS.md
  * defines every rule.
@@ -163,7 +172,7 @@ int mln_bench_main(const mln_bench_desc_t *desc, int argc, char **argv);
 /* ---- for the hooks ---------------------------------------------------------------------- */
 
 void *mln_bench_state(const mln_bench_t *b);
-/* The benchmark communicator (a duplicate of mln_comm_world(), errors returned). */
+/* The benchmark communicator (see Runtimes above). */
 MPI_Comm mln_bench_comm(const mln_bench_t *b);
 int mln_bench_rank(const mln_bench_t *b);
 int mln_bench_nranks(const mln_bench_t *b);
@@ -187,6 +196,14 @@ mln_status_t mln_bench_pairs(mln_bench_t *b, int *peer);
  * Helper ranks (MLN_STRIPE_BACKEND=helper) are not in the communicator and not counted.
  */
 double mln_bench_cpu_per_iter(const mln_bench_t *b, const char *name);
+
+/* The median (over the repetitions) of test `name`'s metric at the size just run, for a
+ * column's value hook (e.g. a bandwidth derived from a latency); NAN where the test did not
+ * run at that size or no size ran yet. */
+double mln_bench_median(const mln_bench_t *b, const char *name);
+
+/* Which collectives the harness uses in this program: "mpi" or "p2p" (coll.h). */
+const char *mln_bench_collectives(const mln_bench_t *b);
 
 /* A test's `value` when its metric is the iteration's time in microseconds. */
 double mln_bench_value_us(const mln_bench_t *b, uint64_t bytes, double seconds);

@@ -5,6 +5,7 @@
 #ifndef MLN_HARNESS_INT_H
 #define MLN_HARNESS_INT_H
 
+#include "coll.h"
 #include "harness.h"
 #include "result.h"
 
@@ -50,6 +51,29 @@ struct mln_bench {
     uint64_t total_errors;
     double t_start; /* MPI_Wtime at the start of the sweep */
 };
+
+/*
+ * The runtime of a program: how MPI starts, what the benchmark communicator is, and the
+ * collectives of the harness.  One definition per harness library, chosen at link time:
+ *   harness_mln.c   (mln_bench_harness) libmultilane: mln_init, a duplicate of
+ *                   mln_comm_world(), MPI's collectives
+ *   harness_plain.c (mln_bench_plain)   no Multilane library: MPI_COMM_WORLD itself and
+ *                   point-to-point collectives (coll_p2p.c), for mln-relay under the grid
+ */
+typedef struct mln_bench_rt {
+    const char *name; /* "multilane", "plain" */
+    const mln_bench_coll_t *coll;
+    /* MPI_Init (or MPI_Init_thread); MPI's error code. */
+    int (*mpi_init)(int *argc, char ***argv);
+    /* After the options and before_init: the library and b->comm, b->rank, b->nranks.  A
+     * failure leaves one line in b->errmsg (all ranks then agree on it); *inited = 1 when fini
+     * must undo what init did. */
+    mln_status_t (*init)(mln_bench_t *b, int *inited);
+    /* Frees b->comm where init made it, and the library (inited). */
+    void (*fini)(mln_bench_t *b, int inited);
+} mln_bench_rt_t;
+
+extern const mln_bench_rt_t mln_bench_rt;
 
 /* Library, standard, date and the distinct host names (collective: every rank calls it). */
 mln_status_t mln_bench_report_collect(mln_bench_t *b);

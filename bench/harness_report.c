@@ -15,7 +15,7 @@
 
 mln_status_t mln_bench_report_collect(mln_bench_t *b)
 {
-    return mln_prov_collect(b->comm, &b->prov);
+    return mln_prov_collect(b->comm, mln_bench_rt.coll, &b->prov);
 }
 
 /* The '#' block: what ran, where, with which parameters. */

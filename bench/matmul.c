@@ -608,7 +608,7 @@ int main(int argc, char **argv)
     rc = mm_start(m, argc, argv);
     if (rc >= 0)
         goto out;
-    st = mln_prov_collect(m->comm, &m->prov);
+    st = mln_prov_collect(m->comm, &mln_bench_coll_mpi, &m->prov);
     if (st != MLN_OK)
         mm_abort(m, st);
     if (m->rank == 0 && !m->o.quiet) {

@@ -83,7 +83,7 @@ static void first_line(const char *in, char *out, size_t len)
     out[used] = '\0';
 }
 
-mln_status_t mln_prov_collect(MPI_Comm comm, mln_prov_t *p)
+mln_status_t mln_prov_collect(MPI_Comm comm, const mln_bench_coll_t *coll, mln_prov_t *p)
 {
     char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     char name[MPI_MAX_PROCESSOR_NAME] = "";
@@ -109,14 +109,12 @@ mln_status_t mln_prov_collect(MPI_Comm comm, mln_prov_t *p)
     MLN_MPI_CHECK(MPI_Get_processor_name(name, &len), st, out);
     if (rank == 0) {
         all = calloc((size_t)p->nranks, MPI_MAX_PROCESSOR_NAME);
-        if (all == NULL) { /* the caller aborts the run: the others wait in MPI_Gather */
+        if (all == NULL) { /* the caller aborts the run: the others wait in the gather */
             st = MLN_ERR_NOMEM;
             goto out;
         }
     }
-    MLN_MPI_CHECK(MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
-                             MPI_CHAR, 0, comm),
-                  st, out);
+    MLN_MPI_CHECK(coll->gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, 0, comm), st, out);
     if (rank == 0) {
         /* Distinct names in rank order, packed to the front. */
         for (int r = 0; r < p->nranks; r++) {

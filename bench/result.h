@@ -9,6 +9,7 @@
 #ifndef MLN_RESULT_H
 #define MLN_RESULT_H
 
+#include "coll.h"
 #include "harness.h"
 
 #include <mpi.h>
@@ -49,9 +50,9 @@ typedef struct mln_prov {
 } mln_prov_t;
 
 /* Fills `p` for the ranks of `comm` (collective: every rank calls it; the names are gathered
- * to rank 0).  On MLN_ERR_NOMEM (rank 0) the other ranks may still wait in MPI_Gather: the
- * caller aborts the run.  Free with mln_prov_free. */
-mln_status_t mln_prov_collect(MPI_Comm comm, mln_prov_t *p);
+ * to rank 0 with coll->gather: coll.h).  On MLN_ERR_NOMEM (rank 0) the other ranks may still wait
+ * in MPI_Gather: the caller aborts the run.  Free with mln_prov_free. */
+mln_status_t mln_prov_collect(MPI_Comm comm, const mln_bench_coll_t *coll, mln_prov_t *p);
 void mln_prov_free(mln_prov_t *p);
 
 /* Rank 0, stdout: the '#' block "# mln-NAME: DESCRIPTION", multilane_version, mpi_library,
