@@ -1,4 +1,5 @@
-"""The `multilane` command line: mpi list, config, bench, exec, run, report, validate, testbed."""
+"""The `multilane` command line: mpi list, config, bench, exec, run, report, validate, testbed,
+grid."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ from .external import ExecRequest, exec_program, parse_env_items, precheck
 from .external_bench import BENCHMARK as EXEC_BENCHMARK
 from .external_bench import DEFAULT_REPS as EXEC_DEFAULT_REPS
 from .external_bench import run_bench_exec
+from .grid import add_parser as add_grid_parser
+from .grid import cmd_grid
 from .launchers import TRANSPORTS
 from .results import load_result
 from .scenario import load_scenario
@@ -220,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check result files against the schema")
     validate.add_argument("files", type=Path, nargs="+", metavar="FILE")
     add_testbed_parser(sub)
+    add_grid_parser(sub)
     return parser
 
 
@@ -445,6 +449,7 @@ COMMANDS: Mapping[str, Callable[[argparse.Namespace, Context], int]] = MappingPr
         "report": cmd_report,
         "validate": cmd_validate,
         "testbed": cmd_testbed,
+        "grid": cmd_grid,
     }
 )
 NO_ROOT_NEEDED = ("report", "validate")
@@ -461,11 +466,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.extra = extra
     try:
-        takes_extra = args.command in ("bench", "exec")
+        takes_extra = args.command in ("bench", "exec", "grid")
         takes_extra = takes_extra or getattr(args, "testbed_command", "") == "exec"
         if extra and not takes_extra:
             raise UsageError(
-                "arguments after -- are passed on by bench, exec and testbed exec only"
+                "arguments after -- are passed on by bench, exec, grid run and testbed exec only"
             )
         ctx = Context.from_environment(need_root=args.command not in NO_ROOT_NEEDED)
         return COMMANDS[args.command](args, ctx)
