@@ -37,6 +37,7 @@ START_TIMEOUT_S = 20.0
 STOP_GRACE_S = 3.0
 LEADER_GRACE_S = 1.0  # a launcher's own stop of its ranks, before its group is signalled
 FAIL_SETTLE_S = 0.5  # after a gateway failure: time for the site job that caused it to end
+END_GRACE_S = 2.0  # after a failure: the other sites' jobs end on their own (their lines)
 DRAIN_S = 2.0
 TAIL_LINES = 20
 WATCHDOG_S = 0.5
@@ -359,6 +360,15 @@ class GridRun:
             signal_group(child.proc.pid, signal.SIGKILL)
             child.proc.wait()
 
+    def let_jobs_end(self, limit_s: float) -> None:
+        """After a site's failure: the other sites' jobs get `limit_s` seconds to end on their
+        own, the gateways still up, so that each of their ranks prints why (the gateways' FAIL
+        or the ABORT reaches them within milliseconds) before anything is stopped."""
+        jobs = [c for c in self.children if c.role == "job"]
+        until = time.monotonic() + limit_s
+        while any(j.proc.poll() is None for j in jobs) and time.monotonic() < until:
+            self.pump(0.05)
+
     def close(self) -> None:
         """Stop whatever still runs, kill what exited leaders left, close every pipe."""
         self.stop([c for c in self.children if c.proc.poll() is None])
@@ -391,6 +401,8 @@ class GridRun:
             return 0
         except GridFailure as exc:
             self.failure = exc.line
+            if exc.status != EXIT_TIMEOUT and not exc.line.startswith("stopped: "):
+                self.let_jobs_end(END_GRACE_S)
             self.stop([c for c in self.children if c.proc.poll() is None])
             return exc.status
         finally:

@@ -29,10 +29,12 @@
 #include "preload_int.h"
 #include "preload_grid.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int mln_pl_grid_on;
@@ -93,6 +95,22 @@ int mln_pl_grid_refuse(const char *call, int on_world)
     return mln_pl_grid_fail(MPI_ERR_UNSUPPORTED_OPERATION);
 }
 
+/* Before MPI_Abort ends the site's job: its launcher kills the site's other ranks at once
+ * (hydra within a millisecond), so a short wait lets those that heard the same news (ABORT or
+ * FAIL through their own gateway connections) print their own line first.  The rank that
+ * called MPI_Abort waits longer: its ABORT reaches its gateways before its site-mates die, so
+ * that no gateway takes their deaths for the cause. */
+#define GRID_LINGER_FATAL_S 0.1
+#define GRID_LINGER_ABORT_S 0.25
+
+static void linger(double seconds)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 /* The relay's fatal events (an ABORT of any rank, a gateway lost): one line, the site ends. */
 static void grid_fatal(int code, const char *line, void *arg)
 {
@@ -102,6 +120,7 @@ static void grid_fatal(int code, const char *line, void *arg)
         g->fatal = 1;
         fprintf(stderr, "%s\n", line);
         fflush(stderr);
+        linger(GRID_LINGER_FATAL_S);
         mln_pmpi.Abort(MPI_COMM_WORLD, code);
     }
     _exit(code);
@@ -610,6 +629,7 @@ int mln_pl_Abort(MPI_Comm comm, int errorcode)
                                          : "a communicator",
                  errorcode);
         mln_relay_abort(g->relay, errorcode, line);
+        linger(GRID_LINGER_ABORT_S);
     }
     return mln_pmpi.Abort(MPI_COMM_WORLD, errorcode);
 }

@@ -307,8 +307,9 @@ static void send_control(gw_t *g, int d, const mln_relay_hdr_t *h, const void *t
 
 static void fail_run(gw_t *g, const char *fmt, ...)
 {
-    char line[MLN_RELAY_TEXT_MAX];
+    char line[MLN_RELAY_TEXT_MAX], text[MLN_RELAY_TEXT_MAX + 128];
     va_list ap;
+    size_t len;
     mln_relay_hdr_t h = {
         .type = MLN_RELAY_FAIL, .trunk = (uint16_t)g->o->trunk, .dst = MLN_RELAY_ALL, .src = g->me};
 
@@ -320,11 +321,15 @@ static void fail_run(gw_t *g, const char *fmt, ...)
         return;
     }
     MLN_ERROR("%s: the run cannot go on (FAIL to the ranks and the peer gateways)", line);
-    h.len = (uint32_t)strlen(line);
+    /* the line every rank prints as it comes (relay.h): which gateway, what, and the verdict */
+    snprintf(text, sizeof(text), "multilane grid: gateway %d of site %s: %s: the run cannot go on",
+             g->o->trunk, g->s->name[g->o->site], line);
+    len = strlen(text);
+    h.len = (uint32_t)(len < MLN_RELAY_TEXT_MAX ? len : MLN_RELAY_TEXT_MAX);
     g->ending = GW_EXIT_FAILED;
     g->end_at = mln_relay_now() + (g->o->timeout < GW_FLUSH_S ? g->o->timeout : GW_FLUSH_S);
     for (int d = 0; d < g->ndest; d++) /* (those in their handshake get it once up) */
-        send_control(g, d, &h, line);
+        send_control(g, d, &h, text);
 }
 
 /* The link is gone (its conn died or is to be closed): what that means for the run. */

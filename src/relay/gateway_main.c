@@ -86,7 +86,7 @@ int main(int argc, char **argv)
                                           {NULL, 0, NULL, 0}};
     static gw_opts_t o; /* large: not on the stack */
     const char *site = NULL, *sites = NULL, *why = NULL, *peers[MLN_RELAY_MAX_SITES];
-    int npeers = 0, have_listen = 0, have_wan = 0, level = -1, opt, rc;
+    int npeers = 0, have_listen = 0, have_wan = 0, have_timeout = 0, level = -1, opt, rc;
     int64_t v;
     mln_config_t cfg;
     char err[256];
@@ -124,6 +124,7 @@ int main(int argc, char **argv)
             o.timeout = strtod(optarg, &end);
             if (end == optarg || *end != '\0' || !(o.timeout >= 0.1 && o.timeout <= 86400))
                 return bad("--timeout: seconds, 0.1 to 86400, not '%s'", optarg);
+            have_timeout = 1;
             break;
         }
         case 'L':
@@ -176,6 +177,8 @@ int main(int argc, char **argv)
     o.cipher = cfg.link_cipher;
     o.payload_mac = cfg.link_payload_mac;
     o.window = cfg.relay_window; /* MLN_RELAY_WINDOW, as the ranks read it */
+    if (!have_timeout)           /* MLN_RELAY_TIMEOUT (default 30), as the ranks read it */
+        o.timeout = (double)cfg.relay_timeout;
     if (mln_relay_secret_from_env(secret) != MLN_OK)
         return GW_EXIT_USAGE; /* its line is out */
     rc = mln_gw_run(&o, secret);
