@@ -32,6 +32,7 @@ from .results import (
 from .runner import RunResult, run_streaming
 from .testbed import launch as tblaunch
 from .testbed.launch import TestbedRun
+from .testbed.topology import format_time
 
 DEFAULT_TIMEOUT_S = 1800.0
 CONFIG_PROGRAM = "mln-config"
@@ -73,6 +74,40 @@ class BenchRequest:
     ppn: int | None = None  # ranks per test-bed host; None: the default (resolve_ranks)
     hosts: int | None = None  # only the first N test-bed hosts, in site order; None: placement
     site: str | None = None  # only the hosts of this test-bed site; None: placement
+    # The test bed's network as this run wants it ("private", "direct": topology.VARIANTS;
+    # None: as written) and its WAN links' one-way delay (None: the scenario's); the runner
+    # brings the test bed up per network and sets the delay before the run.
+    network_variant: str | None = None
+    wan_delay_s: float | None = None
+    # How the ranks start: "mpi" (one MPI job, the MPI's own launcher) or "grid" (one MPI job
+    # per private site joined by gateways: `multilane grid run`, `trunks` gateways per site;
+    # `mpi` may then name one per site: "a=openmpi,b=mpich").
+    launch: str = "mpi"
+    trunks: int | None = None
+
+
+LAUNCHES = ("mpi", "grid")
+MAX_TRUNKS = 64  # mln-gateway's MLN_RELAY_MAX_TRUNKS
+
+
+def per_site_mpis(text: str | None) -> dict[str, str] | None:
+    """An `mpi` value that names one MPI per site ("a=openmpi,b=mpich", for a grid launch)
+    as {site: MPI}; None for a plain MPI name (or None).  ValueError when it is malformed."""
+    if text is None or "=" not in text:
+        return None
+    found: dict[str, str] = {}
+    for item in text.split(","):
+        site, eq, mpi = (part.strip() for part in item.partition("="))
+        if not eq or not site or not mpi or site in found:
+            raise ValueError(f"expected one MPI per site such as a=openmpi,b=mpich, got {text!r}")
+        found[site] = mpi
+    return found
+
+
+def request_mpis(request: BenchRequest) -> list[str | None]:
+    """The MPIs a request runs under: its `mpi`, or each site's (once each, in order)."""
+    per_site = per_site_mpis(request.mpi)
+    return [request.mpi] if per_site is None else list(dict.fromkeys(per_site.values()))
 
 
 @dataclass(frozen=True)
@@ -88,10 +123,13 @@ class PreparedRun:
     launch: LaunchCommand
     testbed: TestbedRun | None = None
     note: str = ""  # how the ranks were chosen, when the benchmark chose them
+    grid: Any = None  # a grid launch (grid_bench.GridLaunch): multilane grid run, in-process
 
     @property
     def tag(self) -> str:
-        """Progress prefix, e.g. openmpi/tcp."""
+        """Progress prefix, e.g. openmpi/tcp, openmpi/grid:8 (a grid launch, 8 trunks)."""
+        if self.grid is not None:
+            return f"{self.request.mpi or self.install.name}/grid:{self.request.trunks}"
         return f"{self.install.name}/{self.request.transport}"
 
     def describe(self) -> str:
@@ -193,6 +231,10 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     """Check a request (benchmark, MPI, build, tunables, options) and build its command.
 
     Raises UsageError with one line on the first problem; nothing is started."""
+    if request.launch == "grid":
+        from .grid_bench import prepare_grid  # noqa: PLC0415 - grid imports this module
+
+        return prepare_grid(request, ctx, out_dir)
     bench = get_benchmark(request.benchmark)
     install = mpimod.resolve(request.mpi, ctx.root, ctx.env, bench.program)
     launcher = launcher_for(install.flavour, Path(install.prefix))
@@ -211,6 +253,10 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
                 note += f" (hosts = {request.hosts}: the first of {whose})"
             elif request.site is not None:
                 note += f" (site = {request.site}: all of its hosts)"
+        split = site_split(bench, request, testbed)
+        if split is not None:
+            request = replace(request, options={**request.options, bench.site_split: split})
+            option_args = bench.option_args(request.options)
     assert request.np is not None
     if request.np < bench.min_ranks:
         raise UsageError(f"{bench.name} needs at least {bench.min_ranks} ranks, got {request.np}")
@@ -237,6 +283,15 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
         meta["nic_rate"] = testbed.nic_rate  # reports name the link by it (matmul_report)
         if request.site is not None:
             meta["site"] = request.site
+        if request.network_variant is not None:
+            meta["network"] = request.network_variant
+        if request.wan_delay_s is not None:
+            meta["wan_delay"] = format_time(request.wan_delay_s)
+        if request.network_variant is not None:  # seed 004: direct against relayed runs
+            meta["launch"] = "mpi"
+            wan = wan_rate_text(testbed.bed)
+            if wan:
+                meta["wan_rate"] = wan
     program_argv = [str(program), *option_args]
     for key, value in meta.items():
         program_argv += ["--meta", f"{key}={value}"]
@@ -254,6 +309,30 @@ def prepare(request: BenchRequest, ctx: Context, out_dir: Path) -> PreparedRun:
     launch = LaunchCommand(launch.argv, {**request.env, **launch.env})
     log_path = json_path.with_suffix(".log")
     return PreparedRun(request, bench, install, label, json_path, log_path, launch, testbed, note)
+
+
+def site_split(bench: Benchmark, request: BenchRequest, testbed: TestbedRun) -> int | None:
+    """For a benchmark whose ranks are two sites (relay's --split: the first rank of site b),
+    when the request does not set it: the ranks of the placement's first site (its hosts
+    come first, ppn ranks each); None otherwise or when the placement is in one site."""
+    if bench.site_split is None or bench.site_split in request.options or testbed.sites < 2:
+        return None
+    hosts = testbed.placement.hosts
+    first = testbed.bed.host(hosts[0]).site
+    return sum(testbed.bed.host(h).site == first for h in hosts) * testbed.placement.ppn
+
+
+def wan_rate_text(bed: Any) -> str:
+    """The WAN links' rate as the scenario wrote it ("1gbit"; each distinct one joined by
+    commas; "" when the test bed has no WAN link or records no rate)."""
+    from .testbed.topology import format_rate  # noqa: PLC0415
+
+    rates = []
+    for wan in bed.state.wan:
+        bps = wan.get("ab", {}).get("rate_bps")
+        if isinstance(bps, (int, float)):
+            rates.append(format_rate(int(bps)) if bps else "unlimited")
+    return ",".join(dict.fromkeys(rates))
 
 
 def with_option_env(request: BenchRequest, bench: Benchmark) -> BenchRequest:
@@ -290,10 +369,14 @@ def _testbed_run(request: BenchRequest, ctx: Context, name: str) -> TestbedRun |
         raise UsageError("runs on the test bed need root (network namespaces): run as root")
     ppn = request.ppn or DEFAULT_PPN
     every_host = get_benchmark(request.benchmark).every_host
+    try:
+        network = scenario.network.variant(request.network_variant or scenario.network.variant_name)
+    except ValueError as exc:
+        raise UsageError(f"{request.scenario}: network {request.network_variant}: {exc}") from None
     return tblaunch.placement(
         ctx,
         request.scenario,
-        scenario.network,
+        network,
         ppn,
         name,
         every_host=every_host,
@@ -363,9 +446,12 @@ def cpu_record(prepared: PreparedRun, doc: Mapping[str, Any], result: RunResult)
     return record
 
 
-def _finish_json(prepared: PreparedRun, result: RunResult) -> tuple[dict[str, Any] | None, str]:
-    """Validate the program's JSON and add the launch provenance and the run's CPU time;
-    (doc, problem)."""
+def _finish_json(
+    prepared: PreparedRun, result: RunResult, grid: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """Validate the program's JSON and add the launch provenance, the run's CPU time and, for
+    a grid launch, the grid's record (sites, gateways and their frames per trunk); (doc,
+    problem)."""
     path = prepared.json_path
     if not path.exists():
         return None, f"{prepared.benchmark.program} wrote no result file ({path})"
@@ -381,6 +467,8 @@ def _finish_json(prepared: PreparedRun, result: RunResult) -> tuple[dict[str, An
         "env": dict(prepared.launch.env),
     }
     doc["provenance"]["cpu"] = cpu_record(prepared, doc, result)
+    if grid is not None:
+        doc["provenance"]["grid"] = dict(grid)
     write_result(path, doc)
     return doc, ""
 
@@ -411,14 +499,20 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
     request = prepared.request
     echo = ProgressEcho(ctx, f"[{prepared.tag}] " if prefix is None else prefix)
     wan_before = prepared.testbed.wan_tx_bytes() if prepared.testbed is not None else 0
-    result = run_streaming(
-        prepared.launch.argv,
-        env={**ctx.env, **prepared.launch.env},
-        timeout_s=request.timeout_s,
-        log_path=prepared.log_path,
-        on_line=echo,
-        watchdog=prepared.testbed.watchdog if prepared.testbed is not None else None,
-    )
+    grid_record: dict[str, Any] | None = None
+    if prepared.grid is not None:
+        from .grid_bench import run_grid_streaming  # noqa: PLC0415 - grid imports this module
+
+        result, grid_record = run_grid_streaming(prepared, ctx, echo)
+    else:
+        result = run_streaming(
+            prepared.launch.argv,
+            env={**ctx.env, **prepared.launch.env},
+            timeout_s=request.timeout_s,
+            log_path=prepared.log_path,
+            on_line=echo,
+            watchdog=prepared.testbed.watchdog if prepared.testbed is not None else None,
+        )
     log = paths.display(prepared.log_path)
     if result.aborted or result.timed_out:
         reason = result.aborted or f"timed out after {request.timeout_s:g} s"
@@ -428,7 +522,7 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
         )
     if result.returncode == EXIT_SKIPPED:
         return _skipped(prepared, echo.skip_reason, result.duration_s)
-    doc, problem = _finish_json(prepared, result)
+    doc, problem = _finish_json(prepared, result, grid_record)
     if doc is not None and prepared.testbed is not None and not problem:
         problem = _prove_crossing(prepared, doc, wan_before)
     json_path = prepared.json_path if doc is not None else None
@@ -436,7 +530,9 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
     if result.returncode != 0:
         why = EXIT_MEANING.get(result.returncode or 0, "see the log")
         message = f"{prepared.label}: {program} exited with status {result.returncode} ({why})"
-        if echo.first_error:
+        if grid_record is not None and grid_record.get("failure"):
+            message = f"{prepared.label}: {grid_record['failure']}"
+        elif echo.first_error:
             message += f": {echo.first_error}"
         ok = False
     elif problem:

@@ -15,6 +15,7 @@ PT2PT_TESTS = ("latency", "bw", "bibw")
 BCAST_TESTS = ("bcast", "stock", "paired")
 BCAST_ALGOS = ("stock", "mpi", "sme", "hier", "auto")
 STRIPE_TESTS = ("pingpong", "stream", "overlap")
+RELAY_TESTS = ("pingpong", "stream", "alltoall")
 HALO_TESTS = ("p2p", "neighbor", "rma-fence", "rma-pscw", "rma-passive", "rma-single", "auto")
 HALO_ELEMENT = 8  # bytes of one MPI_DOUBLE: a halo message size is whole elements
 MATMUL_LAYOUTS = ("rows", "blocks2x2")
@@ -240,6 +241,9 @@ class Benchmark:
     # On a test bed: ranks on every host, site by site (a collective over nodes), instead of
     # the first host of each site (rank pairs across the WAN).
     every_host: bool = False
+    # The option that names the first rank of the second site (relay's split), which a run
+    # across two test-bed sites sets to the ranks of the first site unless it is given.
+    site_split: str | None = None
 
     def option_args(self, values: Mapping[str, object], where: str = "") -> list[str]:
         """Program arguments for option values; UsageError naming the key when one is bad."""
@@ -322,6 +326,34 @@ STRIPE = Benchmark(
     min_ranks=2,
     payload=MappingProxyType({"time_us": "2", "bw_Mbps": "window", "overlap_us": "window"}),
     helpers_per_host=_stripe_helpers,
+)
+
+RELAY = Benchmark(
+    name="relay",
+    program="mln-relay",
+    description="traffic between two sites, direct or relayed (seed 004): ping-pong and "
+    "streaming from rank 0 to the first rank of site b, all-to-all across the sites; a plain "
+    "MPI program (no Multilane library), so the same binary runs under multilane grid run",
+    options=MappingProxyType(
+        {
+            **_sweep_options("1:4M or 0,1,4K"),
+            "tests": Option(
+                "--tests", _choices(RELAY_TESTS), "subset of pingpong, stream, alltoall"
+            ),
+            "window": Option("--window", _positive_int, "messages in flight for stream"),
+            "window_bytes": Option("--window-bytes", _size, "cap on window * message size"),
+            "split": Option(
+                "--split", _non_negative_int, "first rank of site b (0: n/2, the default)"
+            ),
+        }
+    ),
+    min_ranks=2,
+    # every message of the three tests crosses between the halves (the sites): a round trip,
+    # a window, and cross_msgs = 2 s (n - s) messages per iteration
+    payload=MappingProxyType(
+        {"latency_us": "2", "stream_Mbps": "window", "alltoall_Mbps": "cross_msgs"}
+    ),
+    site_split="split",
 )
 
 
@@ -518,7 +550,7 @@ GPU_TRANSFER = Benchmark(
 )
 
 BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(
-    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO, MATMUL, GPU_TRANSFER)}
+    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO, MATMUL, GPU_TRANSFER, RELAY)}
 )
 
 

@@ -19,6 +19,7 @@ from .bench import (
     make_results_dir,
     new_results_dir,
     prepare,
+    request_mpis,
 )
 from .benchmarks import get_benchmark
 from .context import Context
@@ -26,6 +27,7 @@ from .errors import MultilaneError, RunError
 from .report import Report, make_report
 from .scenario import Scenario
 from .testbed.check import streams_text
+from .testbed.topology import format_time
 
 if TYPE_CHECKING:
     from .testbed.bed import Testbed
@@ -57,7 +59,8 @@ def precheck(scenario: Scenario, ctx: Context) -> None:
     """What can be checked before a test bed is brought up: each run's MPI is installed and
     its program built (UsageError if not)."""
     for request in scenario.runs:
-        mpimod.resolve(request.mpi, ctx.root, ctx.env, get_benchmark(request.benchmark).program)
+        for mpi in request_mpis(request):
+            mpimod.resolve(mpi, ctx.root, ctx.env, get_benchmark(request.benchmark).program)
 
 
 def print_plan(
@@ -66,13 +69,46 @@ def print_plan(
     """The dry-run listing: one command per run (with how its ranks were chosen); a test-bed
     run planned without a live test bed (a BenchRequest) says where its ranks will go."""
     ctx.say(f"scenario {scenario.name}: {len(prepared)} runs ({paths.display(scenario.path)})")
+    if scenario.network is not None and has_testbed_factors(scenario):
+        for variant, delays in testbed_groups(scenario):
+            steps = ", ".join(
+                f"{'the scenario delay' if d is None else format_time(d)}: {len(i)} runs"
+                for d, i in delays
+            )
+            ctx.say(f"test bed: the {variant} network; WAN delay {steps}")
     if scenario.testbed_check:
         streams = streams_text(scenario.check_streams)
-        ctx.say(f"first: testbed check (RTT, loss, iperf3 with {streams}) -> {CHECK_FILE}")
+        variants = [v for v, _ in testbed_groups(scenario)] if scenario.network else []
+        where = (
+            ", ".join(f"testbed-check-{v}.json" for v in variants)
+            if len(variants) > 1
+            else CHECK_FILE
+        )
+        each = " of each network" if len(variants) > 1 else ""
+        ctx.say(f"first: testbed check{each} (RTT, loss, iperf3 with {streams}) -> {where}")
     for i, run in enumerate(prepared, 1):
+        if isinstance(run, BenchRequest) and run.launch == "grid":
+            trunks = (
+                f"{run.trunks} trunk{'s' if run.trunks != 1 else ''}"
+                if run.trunks
+                else "a trunk per front-end"
+            )
+            where = f"every compute host, ppn {run.ppn}, {trunks}"
+            if run.wan_delay_s is not None:
+                where += f", WAN delay {format_time(run.wan_delay_s)}"
+            ctx.say(
+                f"({i}/{len(prepared)}) {run.label}: {run.benchmark} across the private sites "
+                f"(multilane grid run, {run.mpi}: {where}): its command needs the test bed up "
+                f"(multilane testbed up {paths.display(scenario.path)})"
+            )
+            continue
         if isinstance(run, BenchRequest):
             where = f"site {run.site}" if run.site else "the default placement"
             where += f", the first {run.hosts} hosts" if run.hosts else ""
+            if run.network_variant is not None:
+                where += f", {run.network_variant} network"
+            if run.wan_delay_s is not None:
+                where += f", WAN delay {format_time(run.wan_delay_s)}"
             ctx.say(
                 f"({i}/{len(prepared)}) {run.label}: {run.benchmark} on the test bed ({where}, "
                 f"ppn {run.ppn}): its command needs the test bed up "
@@ -89,12 +125,14 @@ def dry_plan(scenario: Scenario, ctx: Context, out_dir: Path) -> list[PreparedRu
     (their placement needs the live one), else the request itself."""
     from .testbed.bed import Testbed  # noqa: PLC0415 - avoids an import cycle
 
-    if scenario.network is None or Testbed.load(ctx) is not None:
+    live = None if scenario.network is None else Testbed.load(ctx)
+    if scenario.network is None or (live is not None and not has_testbed_factors(scenario)):
         return list(plan(scenario, ctx, out_dir))
     precheck(scenario, ctx)
     out: list[PreparedRun | BenchRequest] = []
     for request in scenario.runs:
-        if request.scenario is None:
+        variant = request.network_variant or scenario.network.variant_name
+        if request.scenario is None or (live is not None and live.variant == variant):
             out.append(prepare(request, ctx, out_dir))
         else:
             get_benchmark(request.benchmark).option_args(request.options)
@@ -115,14 +153,50 @@ def run_scenario(
     from .testbed.commands import testbed_for  # noqa: PLC0415 - avoids an import cycle
 
     precheck(scenario, ctx)
+    if has_testbed_factors(scenario):
+        return _execute_grouped(scenario, ctx, out_dir)
     with testbed_for(scenario.path, ctx) as bed:
         # Planned once the test bed is up: the placement needs the live one.
         return _execute_all(scenario, plan(scenario, ctx, out_dir), ctx, out_dir, bed)
 
 
-def _testbed_check(bed: Testbed, ctx: Context, out_dir: Path, streams: tuple[int, ...]) -> str:
+def has_testbed_factors(scenario: Scenario) -> bool:
+    """Whether a run sets `network` or `wan_delay` (then the runs go in testbed_groups)."""
+    return any(r.network_variant is not None or r.wan_delay_s is not None for r in scenario.runs)
+
+
+DelayGroup = tuple[float | None, list[int]]
+
+
+def testbed_groups(scenario: Scenario) -> list[tuple[str, list[DelayGroup]]]:
+    """The order of a scenario's runs on the test bed, so that it is built once per network
+    variant and its WAN delay changed once per value: per variant (in the order the variants
+    first appear; a run without `network` takes the scenario's own), per WAN delay (likewise;
+    None: the scenario's delays), the indexes of its runs in file order.  Runs that stay on
+    this machine go first, with the first group."""
+    assert scenario.network is not None
+    default = scenario.network.variant_name
+    groups: dict[str, dict[float | None, list[int]]] = {}
+    local = []
+    for i, req in enumerate(scenario.runs):
+        if req.scenario is None:
+            local.append(i)
+            continue
+        variant = req.network_variant or default
+        groups.setdefault(variant, {}).setdefault(req.wan_delay_s, []).append(i)
+    if not groups:
+        groups[default] = {None: []}
+    first = next(iter(groups.values()))
+    delay = next(iter(first))
+    first[delay] = local + first[delay]
+    return [(variant, list(delays.items())) for variant, delays in groups.items()]
+
+
+def _testbed_check(
+    bed: Testbed, ctx: Context, out_dir: Path, streams: tuple[int, ...], name: str = CHECK_FILE
+) -> str:
     """`testbed check` (iperf3 with each of `streams` TCP stream counts) into
-    out_dir/testbed-check.json; '' or why it failed."""
+    out_dir/NAME (testbed-check.json); '' or why it failed."""
     from .testbed.check import check, check_document, format_rows  # noqa: PLC0415
 
     ctx.say(f"testbed check: RTT, loss, iperf3 with {streams_text(streams)} ...")
@@ -130,15 +204,43 @@ def _testbed_check(bed: Testbed, ctx: Context, out_dir: Path, streams: tuple[int
         rows = check(ctx, bed.state, quiet=False, streams=streams)
     except MultilaneError as exc:
         return f"testbed check failed: {exc}"
-    write_json(out_dir / CHECK_FILE, check_document(bed.state, rows))
+    write_json(out_dir / name, check_document(bed.state, rows))
     ctx.say(format_rows(rows))
-    ctx.say(f"testbed check: {paths.display(out_dir / CHECK_FILE)}")
+    ctx.say(f"testbed check: {paths.display(out_dir / name)}")
     return ""
 
 
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     return f"{minutes}m{secs:02d}s"
+
+
+def _begin(scenario: Scenario, runs: int, ctx: Context, out_dir: Path) -> None:
+    make_results_dir(out_dir)
+    shutil.copyfile(scenario.path, out_dir / "scenario.toml")
+    ctx.say(f"scenario {scenario.name}: {runs} runs into {paths.display(out_dir)}")
+
+
+def _execute_each(
+    prepared: list[PreparedRun], ctx: Context, start: float, first: int, total: int
+) -> list[RunOutcome]:
+    """Run each prepared run, numbered from `first` of `total`."""
+    outcomes = []
+    for i, run in enumerate(prepared, first):
+        req = run.request
+        note = f" ({run.note})" if run.note else ""
+        ctx.say(
+            f"({i}/{total}) {run.tag.replace('/', ' ')} {run.benchmark.name} "
+            f"np={req.np} [{run.label}]{note} ..."
+        )
+        outcome = execute(run, ctx, prefix=f"({i}/{total} {run.tag}) ")
+        elapsed = _clock(time.monotonic() - start)
+        ctx.say(
+            f"({i}/{total}) {outcome.message} in {outcome.duration_s:.1f} s "
+            f"(scenario elapsed {elapsed})"
+        )
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _execute_all(
@@ -150,9 +252,7 @@ def _execute_all(
 ) -> ExperimentResult:
     """Run every prepared run into `out_dir` (after the test-bed check when the scenario
     asks for one), then report."""
-    make_results_dir(out_dir)
-    shutil.copyfile(scenario.path, out_dir / "scenario.toml")
-    ctx.say(f"scenario {scenario.name}: {len(prepared)} runs into {paths.display(out_dir)}")
+    _begin(scenario, len(prepared), ctx, out_dir)
     start = time.monotonic()
     problems = []
     if scenario.testbed_check and bed is not None:
@@ -160,21 +260,52 @@ def _execute_all(
         if problem:
             ctx.say(f"multilane: {problem}")
             problems.append(problem)
-    outcomes = []
-    for i, run in enumerate(prepared, 1):
-        req = run.request
-        note = f" ({run.note})" if run.note else ""
-        ctx.say(
-            f"({i}/{len(prepared)}) {run.install.name} {req.transport} {run.benchmark.name} "
-            f"np={req.np} [{run.label}]{note} ..."
-        )
-        outcome = execute(run, ctx, prefix=f"({i}/{len(prepared)} {run.tag}) ")
-        elapsed = _clock(time.monotonic() - start)
-        ctx.say(
-            f"({i}/{len(prepared)}) {outcome.message} in {outcome.duration_s:.1f} s "
-            f"(scenario elapsed {elapsed})"
-        )
-        outcomes.append(outcome)
+    outcomes = _execute_each(prepared, ctx, start, 1, len(prepared))
+    return _finish(scenario, outcomes, problems, ctx, out_dir)
+
+
+def _execute_grouped(scenario: Scenario, ctx: Context, out_dir: Path) -> ExperimentResult:
+    """The runs of a scenario whose runs set `network` or `wan_delay`, in testbed_groups
+    order: the test bed brought up per network variant (checked first when the scenario
+    asks: testbed-check.json, or testbed-check-VARIANT.json with several variants), each
+    group's runs planned once it is up, the WAN delay set before each delay group and the
+    scenario's delays restored after the variant's last."""
+    from .testbed.commands import testbed_for  # noqa: PLC0415 - avoids an import cycle
+
+    groups = testbed_groups(scenario)
+    total = len(scenario.runs)
+    _begin(scenario, total, ctx, out_dir)
+    start = time.monotonic()
+    problems: list[str] = []
+    outcomes: list[RunOutcome] = []
+    delays = any(r.wan_delay_s is not None for r in scenario.runs)
+    for variant, delay_groups in groups:
+        with testbed_for(scenario.path, ctx, variant) as bed:
+            if scenario.testbed_check:
+                name = CHECK_FILE if len(groups) == 1 else f"testbed-check-{variant}.json"
+                problem = _testbed_check(bed, ctx, out_dir, scenario.check_streams, name)
+                if problem:
+                    ctx.say(f"multilane: {problem}")
+                    problems.append(problem)
+            for delay, indexes in delay_groups:
+                if delays:
+                    for line in bed.set_delay(delay):
+                        ctx.say(f"multilane: {variant} network: {line}")
+                prepared = [prepare(scenario.runs[i], ctx, out_dir) for i in indexes]
+                outcomes += _execute_each(prepared, ctx, start, len(outcomes) + 1, total)
+            if delays:
+                bed.set_delay(None)
+    return _finish(scenario, outcomes, problems, ctx, out_dir)
+
+
+def _finish(
+    scenario: Scenario,
+    outcomes: list[RunOutcome],
+    problems: list[str],
+    ctx: Context,
+    out_dir: Path,
+) -> ExperimentResult:
+    """The report, the summary line; RunError when a run or the check failed."""
     report = None
     if any(o.json_path for o in outcomes):
         try:

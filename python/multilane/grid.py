@@ -48,6 +48,7 @@ from .grid_run import (
     SITE_VAR,
     SITES_VAR,
     START_TIMEOUT_S,
+    SUMMARY_MARK,
     GatewayStart,
     GridRun,
     JobStart,
@@ -646,6 +647,9 @@ def summary(grid: GridPlan, run: GridRun, request: GridRequest, status: int) -> 
                     "pid": child.proc.pid if child else None,
                 }
             )
+            counts = parse_gateway_summary(child.summary) if child else None
+            if counts is not None:  # --gateway-log info (or debug): frames per peer and rank
+                gateways[-1]["summary"] = counts
         ended = None if job is None or job.ended_s is None else job.ended_s - job.started_s
         sites.append(
             {
@@ -679,6 +683,31 @@ def summary(grid: GridPlan, run: GridRun, request: GridRequest, status: int) -> 
     }
 
 
+def execute(
+    grid: GridPlan, request: GridRequest, ctx: Context, options: RunOptions
+) -> tuple[int, GridRun]:
+    """Start and watch a planned run to its end (GridRun), then stop what a failed run left in
+    the test-bed hosts and write the --json summary; (exit status, the run)."""
+    gateways = [GatewayStart(g.site, g.trunk, g.argv) for s in grid.sites for g in s.gateways]
+    run = GridRun(gateways, job_starts(grid, ctx, request), ctx.env, options)
+    status = 1
+    try:
+        with sigterm_raises():
+            status = run.run(secrets.token_hex(32))
+    except Terminated:
+        run.failure = "terminated (SIGTERM): every site's job and gateway stopped"
+        status = EXIT_TERMINATED
+    finally:
+        if status != 0 and grid.cleanup is not None:
+            with contextlib.suppress(Exception):
+                grid.cleanup()  # what the jobs left in the test-bed hosts
+        if request.json_path is not None:
+            doc = summary(grid, run, request, status)
+            request.json_path.parent.mkdir(parents=True, exist_ok=True)
+            request.json_path.write_text(json.dumps(doc, indent=2) + "\n")
+    return status, run
+
+
 def run_grid(request: GridRequest, ctx: Context, *, dry_run: bool = False) -> int:
     """`multilane grid run`: plan, start, watch, stop; the exit status."""
     grid = plan(request, ctx)
@@ -696,34 +725,73 @@ def run_grid(request: GridRequest, ctx: Context, *, dry_run: bool = False) -> in
         file=sys.stderr,
         flush=True,
     )
-    gateways = [GatewayStart(g.site, g.trunk, g.argv) for s in grid.sites for g in s.gateways]
     options = RunOptions(
         label=request.label,
         timeout_s=request.timeout_s,
         start_timeout_s=request.start_timeout_s,
         echo_gateways=request.gateway_log is not None,
     )
-    run = GridRun(gateways, job_starts(grid, ctx, request), ctx.env, options)
-    status = 1
-    try:
-        with sigterm_raises():
-            status = run.run(secrets.token_hex(32))
-    except Terminated:
-        run.failure = "terminated (SIGTERM): every site's job and gateway stopped"
-        status = EXIT_TERMINATED
-    finally:
-        if status != 0 and grid.cleanup is not None:
-            with contextlib.suppress(Exception):
-                grid.cleanup()  # what the jobs left in the test-bed hosts
-        if request.json_path is not None:
-            doc = summary(grid, run, request, status)
-            request.json_path.parent.mkdir(parents=True, exist_ok=True)
-            request.json_path.write_text(json.dumps(doc, indent=2) + "\n")
+    status, run = execute(grid, request, ctx, options)
     if run.failure:
         print(f"multilane grid: {run.failure}", file=sys.stderr, flush=True)
     for warning in run.warnings:
         print(f"multilane grid: warning: {warning}", file=sys.stderr, flush=True)
     return status
+
+
+def command_line(request: GridRequest) -> list[str]:
+    """The `multilane grid run` command line of a request (what a user types to run it
+    again by hand): options as given, then -- and the program."""
+    argv = ["multilane", "grid", "run"]
+    argv += ["--local"] if request.local else [str(request.scenario)]
+    for flag, value in (
+        ("--sites", request.sites),
+        ("--np", request.np),
+        ("--mpi", request.mpi),
+        ("--trunks", request.trunks),
+        ("--timeout", None if request.timeout_s is None else f"{request.timeout_s:g}"),
+        ("--gateway-log", request.gateway_log),
+        ("--json", request.json_path),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--no-layer"] if not request.layer else []
+    for name, value in request.env.items():
+        argv += ["--env", f"{name}={value}"]
+    return [*argv, "--", *request.program]
+
+
+_SUMMARY_PART = re.compile(
+    r"(?P<dest>rank (?P<rank>[0-9]+) of site (?P<rsite>\w+)|the gateway of site (?P<gsite>\w+) "
+    r"\(trunk [0-9]+\)) in (?P<fin>[0-9]+) frames (?P<bin>[0-9]+) B, out (?P<fout>[0-9]+) "
+    r"frames (?P<bout>[0-9]+) B"
+)
+_DROPPED = re.compile(r"dropped ([0-9]+)\s*\Z")
+
+
+def parse_gateway_summary(line: str) -> dict[str, Any] | None:
+    """A gateway's summary line at exit (`mln-gateway[a/0] info: summary: rank 0 of site a in
+    N frames N B, out N frames N B; ...; the gateway of site b (trunk 0) in ...; dropped N`)
+    as {"peers": {"b": {frames_in, bytes_in, frames_out, bytes_out}}, "ranks": {"0": {...}},
+    "dropped": N}: frames and bytes this gateway received from (in) and sent to (out) each
+    peer gateway (the WAN) and each rank of its site; None for another line."""
+    if SUMMARY_MARK not in line:
+        return None
+    peers: dict[str, dict[str, int]] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for m in _SUMMARY_PART.finditer(line):
+        counts = {
+            "frames_in": int(m["fin"]),
+            "bytes_in": int(m["bin"]),
+            "frames_out": int(m["fout"]),
+            "bytes_out": int(m["bout"]),
+        }
+        if m["gsite"]:
+            peers[m["gsite"]] = counts
+        else:
+            ranks[m["rank"]] = counts
+    dropped = _DROPPED.search(line)
+    return {"peers": peers, "ranks": ranks, "dropped": int(dropped[1]) if dropped else 0}
 
 
 # --- the command line --------------------------------------------------------------------

@@ -22,6 +22,7 @@ from . import (
 )
 from .errors import MultilaneError
 from .figures import size_axis
+from .reports import relay_report
 from .results import is_result, is_skip_record, load_result, read_json, run_label
 from .sizes import format_size
 from .testbed.check import CHECK_SCHEMA
@@ -31,7 +32,7 @@ DPI = 110
 SUMMARY_COLUMNS = 4  # panels per row of <benchmark>-summary.png
 # Benchmarks whose section has its own tables of every metric (matmul: a row per N, a table per
 # MPI x transport x ranks): the generic size x run tables and plots are left out for them.
-OWN_TABLES = ("matmul",)
+OWN_TABLES = ("matmul", "relay")  # relay: a table per metric of MPI x WAN delay x path
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,7 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             "stripe": stripe_report.section,
             "bcast": bcast_report.section,
             "halo": halo_report.section,
+            "relay": relay_report.section,
         }
         with_skips = {
             "matmul": matmul_report.section,

@@ -51,7 +51,8 @@ def test_bench_bad_input(fake_root: Path, args: list[str], fragment: str) -> Non
 def test_unknown_benchmark(fake_root: Path) -> None:
     proc = multilane(["bench", "nope"], clean_env(fake_root))
     _one_line_error(
-        proc, "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo, matmul, gpu-transfer)"
+        proc,
+        "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo, matmul, gpu-transfer, relay)",
     )
 
 

@@ -744,3 +744,148 @@ def test_seed003_cluster_scenario() -> None:
         for where in ("shm", "tcp", "eth", "fast")
         for ranks in (2, 4)
     }
+
+
+PRIVATE_NET = (REPO / "scenarios" / "seed004-relay-small.toml").read_text()
+
+
+def test_network_and_wan_delay_factors(tmp_path: Path) -> None:
+    """`network` and `wan_delay` in [matrix]: each run carries them; the runner's groups
+    build the test bed once per network and change the delay once per value."""
+    from multilane.experiment import has_testbed_factors, testbed_groups  # noqa: PLC0415
+
+    text = PRIVATE_NET + (
+        '[defaults]\nmpi = "openmpi"\n[matrix]\nnetwork = ["direct", "private"]\n'
+        'wan_delay = [0, "1ms", "10ms"]\n'
+        '[[run]]\nmpi = "mpich"\nlabel = "local"\ntestbed = false\ntransport = "tcp"\n'
+        '[[run]]\nmpi = "mpich"\nlabel = "plain"\n'
+    )
+    scenario = load_scenario(_write(tmp_path, text))
+    runs = [(r.label, r.network_variant, r.wan_delay_s) for r in scenario.runs]
+    assert runs[:3] == [
+        ("direct-delay0ms", "direct", 0.0),
+        ("direct-delay1ms", "direct", 0.001),
+        ("direct-delay10ms", "direct", 0.01),
+    ]
+    assert runs[3][:2] == ("private-delay0ms", "private")
+    assert runs[6:] == [("local", None, None), ("plain", None, None)]
+    assert has_testbed_factors(scenario)
+    assert testbed_groups(scenario) == [
+        ("direct", [(0.0, [6, 0]), (0.001, [1]), (0.01, [2])]),
+        ("private", [(0.0, [3]), (0.001, [4]), (0.01, [5]), (None, [7])]),
+    ]
+    plain = load_scenario(REPO / "scenarios" / "seed004-relay-small.toml")  # no runs
+    assert not has_testbed_factors(plain)
+    assert testbed_groups(plain) == [("private", [(None, [])])]
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ('[[run]]\nmpi = "openmpi"\nnetwork = "nat"\n', "run[0].network", "expected one of"),
+        ('[[run]]\nmpi = "openmpi"\nwan_delay = 5\n', "run[0].wan_delay", "invalid time 5"),
+        ('[[run]]\nmpi = "openmpi"\nwan_delay = "11s"\n', "run[0].wan_delay", "at most 10s"),
+        (
+            '[[run]]\nmpi = "openmpi"\nnetwork = "private"\n',
+            "run[0].network",
+            'the [network] has no private site: only "direct"',
+        ),
+        (
+            '[matrix]\nmpi = ["openmpi"]\nnetwork = ["direct", "x"]\n',
+            "matrix.network[1]",
+            "expected one of private, direct",
+        ),
+    ],
+)
+def test_network_factor_errors(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    _refused(_write(tmp_path, NETWORK + text), where, problem)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ('[[run]]\nmpi = "openmpi"\nnetwork = "direct"\n', "run[0].network", "needs a [network]"),
+        ('[[run]]\nmpi = "openmpi"\nwan_delay = "1ms"\n', "run[0].wan_delay", "needs a [network]"),
+        (
+            '[network]\n[[network.site]]\nname = "a"\n[[run]]\nmpi = "openmpi"\nwan_delay = 0\n',
+            "run[0].wan_delay",
+            "no WAN link to delay",
+        ),
+        (
+            PRIVATE_NET
+            + '[[run]]\nmpi = "openmpi"\ntestbed = false\ntransport = "tcp"\nnetwork = "direct"\n',
+            "run[0].network",
+            "not for a run with testbed = false",
+        ),
+    ],
+)
+def test_network_factor_needs_a_network(
+    tmp_path: Path, text: str, where: str, problem: str
+) -> None:
+    _refused(_write(tmp_path, text), where, problem)
+
+
+def test_grouped_execution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner brings the test bed up once per network and sets the delay once per value
+    (then the scenario's again), planning each group's runs once its test bed is up."""
+    import contextlib  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    from multilane import experiment  # noqa: PLC0415
+    from multilane.context import Context  # noqa: PLC0415
+    from multilane.testbed import commands  # noqa: PLC0415
+
+    text = PRIVATE_NET + (
+        '[defaults]\nmpi = "openmpi"\n[matrix]\nnetwork = ["direct", "private"]\n'
+        'wan_delay = [0, "10ms"]\n'
+    )
+    scenario = load_scenario(_write(tmp_path, text))
+    events: list[object] = []
+
+    class Bed:
+        def __init__(self, variant: str) -> None:
+            self.variant = variant
+
+        def set_delay(self, delay: float | None) -> list[str]:
+            events.append(("delay", self.variant, delay))
+            return [f"wan ab: delay {delay}"]
+
+    @contextlib.contextmanager
+    def fake_testbed_for(path: Path, ctx: Context, variant: str | None = None):  # type: ignore[no-untyped-def]
+        events.append(("up", variant))
+        yield Bed(variant or "")
+        events.append(("down", variant))
+
+    def fake_prepare(request, ctx, out_dir):  # type: ignore[no-untyped-def]
+        events.append(("prepare", request.label))
+        return request
+
+    def fake_each(prepared, ctx, start, first, total):  # type: ignore[no-untyped-def]
+        events.append(("run", [r.label for r in prepared], first, total))
+        return []
+
+    monkeypatch.setattr(commands, "testbed_for", fake_testbed_for)
+    monkeypatch.setattr(experiment, "prepare", fake_prepare)
+    monkeypatch.setattr(experiment, "_execute_each", fake_each)
+    ctx = Context(root=REPO, env={}, ncpus=2, euid=0, out=io.StringIO())
+    experiment._execute_grouped(scenario, ctx, tmp_path / "out")
+    assert events == [
+        ("up", "direct"),
+        ("delay", "direct", 0.0),
+        ("prepare", "direct-delay0ms"),
+        ("run", ["direct-delay0ms"], 1, 4),
+        ("delay", "direct", 0.01),
+        ("prepare", "direct-delay10ms"),
+        ("run", ["direct-delay10ms"], 1, 4),  # fake_each returned no outcomes
+        ("delay", "direct", None),
+        ("down", "direct"),
+        ("up", "private"),
+        ("delay", "private", 0.0),
+        ("prepare", "private-delay0ms"),
+        ("run", ["private-delay0ms"], 1, 4),
+        ("delay", "private", 0.01),
+        ("prepare", "private-delay10ms"),
+        ("run", ["private-delay10ms"], 1, 4),
+        ("delay", "private", None),
+        ("down", "private"),
+    ]
