@@ -719,22 +719,25 @@ void mln_pl_grid_stop(void)
     free(g);
 }
 
-/* A wait that found nothing to do: give the core away (sched_yield: the gateways, the delay
- * line and the other ranks of an oversubscribed host run at once), and only after a long wait
- * (GRID_IDLE_SPINS passes, some milliseconds) sleep in the relay's poll.  A sleeping rank is
- * slow to wake (a virtual machine's idle CPU: ~50-100 us, measured here), which in a
- * ping-pong is paid at every message: sleeping every 16th pass made the relayed one-way
- * latency ~100 us on loopback, yielding ~26 us. */
+/* A wait that found nothing to do.  Small messages: give the core away (sched_yield: the
+ * gateways, the delay line and the other ranks of an oversubscribed host run at once) and
+ * sleep in the relay's poll only after a long wait (GRID_IDLE_SPINS passes): a sleeping rank is
+ * slow to wake (a virtual machine's idle CPU: ~50-100 us, measured here), which a ping-pong
+ * pays at every message (sleeping every 16th pass: ~100 us one way on loopback; yielding: ~26).
+ * While large messages move (mln_relay_bulk), sleep after GRID_BULK_SPINS passes: the cores are
+ * the gateways' and the delay line's, whose share sets the bandwidth. */
 #define GRID_IDLE_SPINS 4096
+#define GRID_BULK_SPINS 16
 #define GRID_IDLE_SLEEP_US 200
 
 void mln_pl_grid_idle(int *spins)
 {
     mln_pl_grid_t *g = mln_pl.grid;
+    const int limit = g != NULL && mln_relay_bulk(g->relay) ? GRID_BULK_SPINS : GRID_IDLE_SPINS;
 
     if (*spins < GRID_IDLE_SPINS)
         ++*spins;
-    if (*spins < GRID_IDLE_SPINS || g == NULL || mln_pl.threaded) {
+    if (*spins < limit || g == NULL || mln_pl.threaded) {
         sched_yield();
         return;
     }

@@ -129,6 +129,13 @@ void mln_relay_on_fatal(mln_relay_t *r, mln_relay_fatal_fn fn, void *arg);
  * out; the caller ends its job (MPI_Abort) after. */
 void mln_relay_abort(mln_relay_t *r, int code, const char *line);
 
+/* 1 while large messages move: one of MLN_RELAY_STRIPE_MIN bytes or more started out or had
+ * bytes in within the last MLN_RELAY_BULK_S.  A waiting caller may then sleep in
+ * mln_relay_progress (the cores go to the gateways and the delay line, which the bandwidth
+ * needs), where for small messages it had better spin (a sleeping process is slow to wake). */
+#define MLN_RELAY_BULK_S 0.005
+int mln_relay_bulk(const mln_relay_t *r);
+
 /* Counters for MLN_PRELOAD_STATS and the benchmarks. */
 typedef struct mln_relay_stats {
     uint64_t msgs_out, bytes_out, msgs_in, bytes_in;

@@ -4,7 +4,7 @@
  * relay_open.c), progress, abort and close; frames in: relay_recv.c.  No MPI.
  *
  *   isend(dst, n) --> pair (me, dst): seq, credit --> n < STRIPE_MIN: frames <= CHUNK on the
- *                     pair's trunk (me * 31 + dst) % K, in order
+ *                     pair's trunk (lo * 31 + hi) % K (lo, hi: the pair's ranks), in order
  *                 --> else: chunks of mln_sched_chunk(n, K) to the trunk with the least queued
  *                     bytes (mln_sched_pick, depth 2: the tcp lanes' scheduler, lane_sched.c)
  *   frames in --> per source: message seq's buffer (allocated at its first frame), payload
@@ -245,6 +245,8 @@ mln_status_t mln_relay_isend(mln_relay_t *r, int dst, uint32_t context, int tag,
                             .seq = p->next_seq++,
                             .striped = n >= r->stripe_min && r->trunks > 1,
                             .chunk = r->chunk};
+    if (n >= r->stripe_min)
+        r->bulk_at = mln_relay_now();
     if (s->striped) {
         const uint64_t min = r->chunk < 65536 ? r->chunk : 65536;
         s->chunk = mln_sched_chunk(n, r->trunks, min, r->chunk);
@@ -421,6 +423,11 @@ void mln_relay_abort(mln_relay_t *r, int code, const char *line)
             break;
         poll(pfd, (nfds_t)r->trunks, 10);
     }
+}
+
+int mln_relay_bulk(const mln_relay_t *r)
+{
+    return r != NULL && r->bulk_at > 0 && mln_relay_now() - r->bulk_at < MLN_RELAY_BULK_S;
 }
 
 void mln_relay_get_stats(const mln_relay_t *r, mln_relay_stats_t *out)

@@ -94,12 +94,18 @@ struct mln_relay {
     mln_relay_fatal_fn fatal_fn;
     void *fatal_arg;
     mln_relay_stats_t stats;
+    double bulk_at; /* when a message of stripe_min bytes or more last started out or moved in */
 };
 
-/* The trunk of the frames of pair (src, dst) that are not striped. */
+/* The trunk of the frames of pair (src, dst) that are not striped: the same both ways, so that
+ * a request and its answer (and the ACKs) wake the same two gateways, whose next wake-up is
+ * then sooner (a ping-pong over 8 trunks paid ~40 us more than over 1 when each direction had
+ * its own). */
 static inline int mln_relay_pair_trunk(const mln_relay_t *r, int src, int dst)
 {
-    return (int)(((uint64_t)src * 31u + (uint64_t)dst) % (uint64_t)r->trunks);
+    const uint64_t lo = (uint64_t)(src < dst ? src : dst), hi = (uint64_t)(src < dst ? dst : src);
+
+    return (int)((lo * 31u + hi) % (uint64_t)r->trunks);
 }
 
 /* relay_rank.c */

@@ -173,6 +173,8 @@ static const char *on_data(mln_relay_t *r, const mln_relay_hdr_t *h, const unsig
 
     if (ssite < 0 || ssite == r->site || h->dst != r->me)
         return "not a pair of ranks of two sites ending here";
+    if (h->total >= r->stripe_min)
+        r->bulk_at = mln_relay_now();
     if (h->offset > h->total || h->len > h->total - h->offset)
         return "bytes beyond the message's end";
     if (h->len == 0 && h->total > 0)
@@ -227,9 +229,14 @@ static const char *on_data(mln_relay_t *r, const mln_relay_hdr_t *h, const unsig
     p->units += (uint64_t)h->len + MLN_RELAY_FRAME_COST;
     if (complete)
         deliver(r, p); /* x may be gone now */
-    /* a quarter of the window: the sender, which may have a whole window in flight, never
-     * stalls, and small messages cost no ACK each (half the frames of a ping-pong) */
-    if (p->units - p->acked >= r->window / 4) {
+    /* Every quarter window, not every message (a ping-pong's small messages cost no ACK), and
+     * never later than the sender needs it: once every frame it sent is in, what is left
+     * unacknowledged plus its largest frame (chunk + cost) must fit the window, or it waits
+     * for ever (the tightest window, chunk + cost: an ACK per frame). */
+    const uint64_t room = r->window - (r->chunk + MLN_RELAY_FRAME_COST);
+    const uint64_t every = room < r->window / 4 ? room : r->window / 4;
+
+    if (p->units > p->acked && p->units - p->acked >= every) {
         p->acked = p->units;
         mln_relay_queue_ctl(r, MLN_RELAY_ACK, h->src, 0, p->units);
     }

@@ -572,7 +572,11 @@ def test_testbed_frontend_gone(
     )
     run.wait_for(_waiting(2), BED_RUN_S / 2)
     # the gateways' WAN links have keepalive in effect (the kernel's timer on each socket)
+    until = time.monotonic() + 5.0
     timers = _keepalive(hosts["bfe1"])
+    while not timers and time.monotonic() < until:  # the listing can come up empty at first
+        time.sleep(0.2)
+        timers = _keepalive(hosts["bfe1"])
     assert timers and all("timer:(keepalive," in t for t in timers), timers
     gone = hosts["afe1"]  # front-end 1 of site a: trunk 0's gateway there
     killed = time.monotonic()
