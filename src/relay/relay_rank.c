@@ -248,8 +248,14 @@ mln_status_t mln_relay_isend(mln_relay_t *r, int dst, uint32_t context, int tag,
     if (n >= r->stripe_min)
         r->bulk_at = mln_relay_now();
     if (s->striped) {
+        /* chunks no larger than a window shared by two frames per trunk: a pair's credit (its
+         * window over every trunk) must keep every trunk busy, and 1 MiB frames over 8 trunks
+         * in an 8 MiB window left one or two idle (a 64 MiB message at ~0.65 of 16 MiB's) */
         const uint64_t min = r->chunk < 65536 ? r->chunk : 65536;
-        s->chunk = mln_sched_chunk(n, r->trunks, min, r->chunk);
+        uint64_t max = r->window / (2u * (uint64_t)r->trunks);
+
+        max = max < min ? min : max > r->chunk ? r->chunk : max;
+        s->chunk = mln_sched_chunk(n, r->trunks, min, max);
     }
     /* every live send, for mln_relay_close; the pair's queue; the sync list */
     s->all_next = r->sends;
