@@ -35,7 +35,7 @@ MULTILANE := $(VENV)/bin/multilane
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
 
 .PHONY: all setup system deps venv build build-asan demo demo-local test test-c test-asan \
-        test-asan-ci test-deb test-python preload-gen fuzz fuzz-build lint format install clean \
+        test-c-ci test-asan-ci test-deb test-python preload-gen fuzz fuzz-build lint format install clean \
         distclean help
 
 all: build
@@ -44,7 +44,7 @@ help:
 	@echo "make demo       set up, then run scenarios/seed000-stripe.toml (root: the emulated WAN;"
 	@echo "                striped lanes vs stock Open MPI and MPICH vs iperf3, ~13 minutes)"
 	@echo "make demo-local set up, then run scenarios/pt2pt-local.toml (Open MPI vs MPICH, shm vs tcp)"
-	@echo "make test       set up, lint, ctest for every MPI, a sanitizer subset of it, pytest"
+	@echo "make test       set up, lint, every C test once per MPI (plain or under ASan + UBSan), pytest"
 	@echo "make test-asan  every C test under ASan + UBSan (+ LSan), per MPI in build/<mpi>-asan"
 	@echo "make build      build libmultilane, bench/ and tests for each MPI in MPIS ($(MPIS))"
 	@echo "                and DEB_MPIS (Debian's Open MPI and MPICH: $(DEB_MPIS))"
@@ -120,7 +120,7 @@ demo: setup
 demo-local: setup
 	@$(MULTILANE) run scenarios/pt2pt-local.toml
 
-test: setup lint test-c test-asan-ci test-deb test-python
+test: setup lint test-c-ci test-asan-ci test-deb test-python
 
 # $(call mln_ctest,SUFFIX,MPI,CTEST_ARGS): the C tests of build/MPI SUFFIX, under one header line.
 mln_ctest = echo "== ctest: $(2)$(1)$(if $(3), ($(3)))"; \
@@ -128,6 +128,16 @@ mln_ctest = echo "== ctest: $(2)$(1)$(if $(3), ($(3)))"; \
 
 test-c: build
 	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,,$(m),);)
+
+# The plain part of make test (CI): with test-asan-ci, every C test runs once per MPI, plain or
+# under the sanitizers: the plain build takes what ASAN_CI_<mpi> leaves (Open MPI: at most 2
+# ranks; MPICH: 3 ranks or more) and the memory-heavy tests (bigmem, none under the
+# sanitizers); the unit tests run in both.  make test-c runs every test plain, both MPIs.
+PLAIN_CI_openmpi = -E '_np([3-9]|[1-9][0-9])$$'
+PLAIN_CI_mpich   = -E '_np[12]$$'
+test-c-ci: build
+	@set -e; $(foreach m,$(MPIS),$(call mln_ctest,,$(m),$(PLAIN_CI_$(m))); \
+	    $(if $(filter mpich,$(m)),$(call mln_ctest,,$(m),-L bigmem);))
 
 # Every C test under the sanitizers (docs/SANITIZERS.md: options, MPI's suppressions, times).
 test-asan: build-asan
