@@ -177,11 +177,9 @@ if os.environ.get("FAKE_SLEEP"):
 """
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    """Both MPIs installed with the stand-in launcher, mln-config, the layer (an empty file)
-    and mln-gateway (the stand-in) built."""
-    root = tmp_path / "tree"
+def fake_tree(root: Path, programs: tuple[str, ...] = ()) -> Path:
+    """Both MPIs installed at root with the stand-in launcher, mln-config, `programs` (empty
+    scripts), the layer (an empty file) and mln-gateway (the stand-in) built."""
     (root / "scenarios").mkdir(parents=True)
     (root / "CMakeLists.txt").write_text("# fake\n")
     for mpi, tool, body, launcher in (
@@ -195,11 +193,20 @@ def tree(tmp_path: Path) -> Path:
         _script(prefix / "bin" / tool, body)
         _script(prefix / "bin" / launcher, FAKE_LAUNCHER)
         _script(root / "build" / mpi / "bin" / "mln-config", FAKE_CONFIG)
+        for program in programs:
+            _script(root / "build" / mpi / "bin" / program, "")
         library = preload_path(root, mpi)
         library.parent.mkdir(parents=True)
         library.write_bytes(b"")
     _script(root / "build" / "openmpi" / "bin" / "mln-gateway", FAKE_GATEWAY)
     return root
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """Both MPIs installed with the stand-in launcher, mln-config, the layer (an empty file)
+    and mln-gateway (the stand-in) built."""
+    return fake_tree(tmp_path / "tree")
 
 
 @pytest.fixture

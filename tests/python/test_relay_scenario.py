@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_CONFIG, OMPI_INFO, REPO_ROOT, _script, clean_env
+from conftest import REPO_ROOT, clean_env
 from multilane.bench import prepare
 from multilane.context import Context
 from multilane.experiment import run_scenario
@@ -22,7 +22,7 @@ from multilane.experiment import testbed_groups as groups_of
 from multilane.external import preload_path
 from multilane.scenario import ScenarioError, load_scenario
 from multilane.testbed.state import State
-from test_grid import FAKE_GATEWAY, FAKE_LAUNCHER, MPICHVERSION
+from test_grid import fake_tree
 
 FULL = REPO_ROOT / "scenarios" / "seed004-relay.toml"
 QUICK = REPO_ROOT / "scenarios" / "seed004-relay-quick.toml"
@@ -33,26 +33,7 @@ MIXED = "a=openmpi,b=mpich"
 def tree(tmp_path: Path) -> Path:
     """Both MPIs installed (stand-in launchers), mln-config, mln-relay, the layer and the
     gateway built."""
-    root = tmp_path / "tree"
-    (root / "scenarios").mkdir(parents=True)
-    (root / "CMakeLists.txt").write_text("# fake\n")
-    for mpi, tool, body, launcher in (
-        ("openmpi", "ompi_info", OMPI_INFO, "mpirun"),
-        ("mpich", "mpichversion", MPICHVERSION, "mpiexec"),
-    ):
-        prefix = root / ".deps" / mpi
-        (prefix / "bin").mkdir(parents=True)
-        (prefix / ".multilane-mpi").write_text(f"{mpi} 9.9.9\n")
-        _script(prefix / "bin" / "mpicc", "")
-        _script(prefix / "bin" / tool, body)
-        _script(prefix / "bin" / launcher, FAKE_LAUNCHER)
-        _script(root / "build" / mpi / "bin" / "mln-config", FAKE_CONFIG)
-        _script(root / "build" / mpi / "bin" / "mln-relay", "")
-        library = preload_path(root, mpi)
-        library.parent.mkdir(parents=True)
-        library.write_bytes(b"")
-    _script(root / "build" / "openmpi" / "bin" / "mln-gateway", FAKE_GATEWAY)
-    return root
+    return fake_tree(tmp_path / "tree", ("mln-relay",))
 
 
 def _recorded(directory: Path, scenario: Path, variant: str) -> None:
