@@ -557,6 +557,25 @@ def _panels(m: Matrix, title: str) -> tuple[Figure, list[Any]]:
     return fig, axes
 
 
+def _relayed_and_direct(ax: Any, m: Matrix, delay: float | None, test: str, color: str) -> float:
+    """Per MPI on one panel: the test's peak against the trunks (relayed) and the direct run as a
+    horizontal line (not for a mixed grid); the highest value drawn."""
+    top = 0.0
+    for mpi in m.mpis:
+        points = [(k, p[0]) for k in m.trunks if (p := m.peak(mpi, delay, k, test))]
+        if points:
+            ax.plot(*zip(*points), label=f"{mpi} relayed",
+                    **{**_style(m, mpi, m.trunks[0]), "color": color})  # fmt: skip
+            top = max(top, *(v for _, v in points))
+        direct = m.peak(mpi, delay, DIRECT, test)
+        if direct and "=" not in mpi:
+            ax.axhline(direct[0], color="black", linewidth=1.2,
+                       linestyle=_style(m, mpi, DIRECT)["linestyle"],
+                       label=f"{mpi} direct")  # fmt: skip
+            top = max(top, direct[0])
+    return top
+
+
 def plot_stream(m: Matrix, iperf: Iperf, path: Path) -> bool:
     """(b) Stream bandwidth (peak over its sizes) against the trunks, a panel per delay."""
     if not m.trunks or not any(r.sizes(STREAM) for r in m.runs):
@@ -565,18 +584,7 @@ def plot_stream(m: Matrix, iperf: Iperf, path: Path) -> bool:
     fig, axes = _panels(m, "(b) stream bandwidth, rank 0 -> rank of site b (peak over sizes)")
     top = 0.0
     for ax, delay in zip(axes, m.delays):
-        for mpi in m.mpis:
-            points = [(k, p[0]) for k in m.trunks if (p := m.peak(mpi, delay, k, STREAM))]
-            if points:
-                ax.plot(*zip(*points), label=f"{mpi} relayed",
-                        **{**_style(m, mpi, m.trunks[0]), "color": "tab:blue"})  # fmt: skip
-                top = max(top, *(v for _, v in points))
-            direct = m.peak(mpi, delay, DIRECT, STREAM)
-            if direct and "=" not in mpi:
-                ax.axhline(direct[0], color="black", linewidth=1.2,
-                           linestyle=_style(m, mpi, DIRECT)["linestyle"],
-                           label=f"{mpi} direct")  # fmt: skip
-                top = max(top, direct[0])
+        top = max(top, _relayed_and_direct(ax, m, delay, STREAM, "tab:blue"))
         if nic:
             line = [k * nic / MB for k in m.trunks]
             ax.plot(m.trunks, line, color="grey", linestyle="--", linewidth=1,
@@ -611,18 +619,7 @@ def plot_alltoall(m: Matrix, path: Path) -> bool:
     fig, axes = _panels(m, title)
     top = 0.0
     for ax, delay in zip(axes, m.delays):
-        for mpi in m.mpis:
-            points = [(k, p[0]) for k in m.trunks if (p := m.peak(mpi, delay, k, ALLTOALL))]
-            if points:
-                ax.plot(*zip(*points), label=f"{mpi} relayed",
-                        **{**_style(m, mpi, m.trunks[0]), "color": "tab:purple"})  # fmt: skip
-                top = max(top, *(v for _, v in points))
-            direct = m.peak(mpi, delay, DIRECT, ALLTOALL)
-            if direct and "=" not in mpi:
-                ax.axhline(direct[0], color="black", linewidth=1.2,
-                           linestyle=_style(m, mpi, DIRECT)["linestyle"],
-                           label=f"{mpi} direct")  # fmt: skip
-                top = max(top, direct[0])
+        top = max(top, _relayed_and_direct(ax, m, delay, ALLTOALL, "tab:purple"))
         if nic and m.trunks:
             line = [2 * k * nic / MB for k in m.trunks]
             ax.plot(m.trunks, line, color="grey", linestyle="--", linewidth=1,
