@@ -46,8 +46,9 @@
 
 typedef enum mln_relay_type {
     MLN_RELAY_DATA = 1,    /* src -> dst: bytes [offset, offset + len) of message seq */
-    MLN_RELAY_ACK = 2,     /* dst -> src (the reverse pair): offset = credit units received
-                              from src so far (cumulative, never smaller than the last one) */
+    MLN_RELAY_ACK = 2,     /* dst -> src (the reverse pair), on trunk t: offset = credit units
+                              received from src through trunk t so far (cumulative per trunk,
+                              never smaller than that trunk's last one) */
     MLN_RELAY_MATCHED = 3, /* dst -> src: message seq (sent with MLN_RELAY_F_SYNC) matched a
                               receive (MPI_Ssend completes on it) */
     MLN_RELAY_ABORT = 4,   /* a rank called MPI_Abort: src = that rank, dst = ALL, tag = the
@@ -76,7 +77,7 @@ typedef struct mln_relay_hdr {
     uint64_t seq;     /* DATA, MATCHED: the message's number within its pair (src, dst),
                          0, 1, 2, ...: the receiver delivers a pair's messages in this order */
     uint64_t total;   /* DATA: bytes of the whole message (<= MLN_RELAY_MSG_MAX) */
-    uint64_t offset;  /* DATA: where this frame's payload goes; ACK: credit units received */
+    uint64_t offset;  /* DATA: where this frame's payload goes; ACK: units received (trunk) */
     uint32_t len;     /* payload bytes that follow (<= MLN_RELAY_FRAME_MAX; DATA: offset + len
                          <= total; ABORT, FAIL: <= MLN_RELAY_TEXT_MAX; ACK, MATCHED, BYE: 0) */
 } mln_relay_hdr_t;

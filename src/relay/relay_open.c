@@ -294,9 +294,18 @@ mln_status_t mln_relay_open(int local_rank, const mln_relay_opts_t *opts, mln_re
         goto err_free;
     r->tx = calloc((size_t)r->sites.nranks, sizeof(*r->tx));
     r->rx = calloc((size_t)r->sites.nranks, sizeof(*r->rx));
-    if (r->tx == NULL || r->rx == NULL) {
+    r->credit = calloc(4 * (size_t)r->sites.nranks * (size_t)r->trunks, sizeof(*r->credit));
+    if (r->tx == NULL || r->rx == NULL || r->credit == NULL) {
         st = MLN_ERR_NOMEM;
         goto err_job;
+    }
+    for (int i = 0; i < r->sites.nranks; i++) {
+        uint64_t *c = r->credit + 4 * (size_t)i * (size_t)r->trunks;
+
+        r->tx[i].t_sent = c;
+        r->tx[i].t_acked = c + r->trunks;
+        r->rx[i].t_units = c + 2 * r->trunks;
+        r->rx[i].t_acked = c + 3 * r->trunks;
     }
     MLN_CHECK(connect_all(r, sa, salen), st, err_conns);
     *out = r;
@@ -310,6 +319,7 @@ err_job:
     mln_link_job_wipe(&r->job);
     free(r->tx);
     free(r->rx);
+    free(r->credit);
 err_free:
     free(r);
     return st;

@@ -5,16 +5,18 @@
  *
  *   isend(dst, n) --> pair (me, dst): seq, credit --> n < STRIPE_MIN: frames <= CHUNK on the
  *                     pair's trunk (lo * 31 + hi) % K (lo, hi: the pair's ranks), in order
- *                 --> else: chunks of mln_sched_chunk(n, K) to the trunk with the least queued
- *                     bytes (mln_sched_pick, depth 2: the tcp lanes' scheduler, lane_sched.c)
+ *                 --> else: chunks of mln_sched_chunk(n, K) to the trunk with the least of our
+ *                     credit unacknowledged (mln_sched_pick, depth 2: the tcp lanes'
+ *                     scheduler, lane_sched.c; receivers acknowledge per trunk)
  *   frames in --> per source: message seq's buffer (allocated at its first frame), payload
  *                 at its offset --> complete and next in seq order: the arrived list of its
  *                 context; ACK (cumulative credit units) every WINDOW / 4 and at each message's
  *                 end; MATCHED when a sync message is taken
  *
  * Credit: a DATA frame costs len + MLN_RELAY_FRAME_COST units; a pair never has more than
- * MLN_RELAY_WINDOW units unacknowledged (every rank of a run must use the same window: the
- * receiver acknowledges every WINDOW / 4 of its own).  Frames reference the user's buffer (no
+ * MLN_RELAY_WINDOW units unacknowledged over all trunks (every rank of a run must use the same
+ * window: the receiver acknowledges each trunk's units every WINDOW / 4 / K of its own, on that
+ * trunk).  Frames reference the user's buffer (no
  * copy on the way out); a send is done when its frames are written (and MATCHED came: sync).
  *
  * Cost of n bytes over K trunks of bandwidth b each through 2 gateways:
@@ -112,14 +114,47 @@ int mln_relay_queue(mln_relay_t *r, int t, const mln_relay_hdr_t *h, const unsig
     return 1;
 }
 
-/* A frame of no payload to `dst` on the trunk of pair (me, dst); fatal when out of memory. */
-void mln_relay_queue_ctl(mln_relay_t *r, int type, int dst, uint64_t seq, uint64_t offset)
+void mln_relay_queue_ctl(mln_relay_t *r, int t, int type, int dst, uint64_t seq, uint64_t offset)
 {
     const mln_relay_hdr_t h = {
         .type = (uint8_t)type, .dst = dst, .src = r->me, .seq = seq, .offset = offset};
 
-    if (!mln_relay_queue(r, mln_relay_pair_trunk(r, r->me, dst), &h, NULL, NULL, NULL))
+    if (t < 0)
+        t = mln_relay_pair_trunk(r, r->me, dst);
+    if (!mln_relay_queue(r, t, &h, NULL, NULL, NULL))
         mln_relay_fail(r, 1, "multilane grid: rank %d: no memory for a control frame", r->me);
+}
+
+/* The trunk for the next chunk of a striped message: the one that would have our credit on it
+ * acknowledged soonest, out[t] / rate[t] (earliest completion: each trunk at its own pace over
+ * the WAN, not an equal share set by the slowest, and the trunks of a message end together),
+ * among those with fewer than two chunks waiting for their socket; idle ones in turn.  A trunk
+ * whose rate is not known yet counts at the mean of those known (all unknown: bytes alone).
+ * -1: every trunk full. */
+typedef struct trunk_load {
+    uint64_t queued_bytes; /* when our credit on the trunk is acknowledged, in ns (or bytes) */
+    int nqueued;           /* chunks waiting for its socket */
+} trunk_load_t;
+
+static int stripe_trunk(const mln_relay_t *r)
+{
+    trunk_load_t load[MLN_RELAY_MAX_TRUNKS];
+    double known = 0, mean;
+    int nknown = 0;
+
+    for (int t = 0; t < r->trunks; t++)
+        if (r->rate[t] > 0) {
+            known += r->rate[t];
+            nknown++;
+        }
+    mean = nknown ? known / nknown : 0;
+    for (int t = 0; t < r->trunks; t++) {
+        const double rate = r->rate[t] > 0 ? r->rate[t] : mean;
+
+        load[t].queued_bytes = rate > 0 ? (uint64_t)((double)r->out[t] / rate * 1e9) : r->out[t];
+        load[t].nqueued = r->conns[t].nqueued;
+    }
+    return MLN_SCHED_PICK_FROM(trunk_load_t, load, r->trunks, 2, r->turn);
 }
 
 /* Hands out the frames of pair p's sends, oldest first, as its credit (and for striped
@@ -144,10 +179,7 @@ static int pump_pair(mln_relay_t *r, relay_tx_t *p)
         }
         if (p->sent - p->acked + cost > r->window)
             break; /* waits for an ACK */
-        /* striped: the least queued trunk, idle ones in turn (a gateway's socket takes
-         * frames as fast as they come until its WAN link backs up) */
-        t = s->striped ? MLN_SCHED_PICK_FROM(mln_relay_conn_t, r->conns, r->trunks, 2, r->turn)
-                       : mln_relay_pair_trunk(r, r->me, s->dst);
+        t = s->striped ? stripe_trunk(r) : mln_relay_pair_trunk(r, r->me, s->dst);
         if (t < 0)
             break; /* every trunk holds two chunks: waits for a write */
         h = (mln_relay_hdr_t){.type = MLN_RELAY_DATA,
@@ -171,7 +203,11 @@ static int pump_pair(mln_relay_t *r, relay_tx_t *p)
         s->frames_out++;
         s->next_off += len;
         s->handed_all = s->next_off == s->n;
+        if (r->out[t] == 0)
+            r->ack_at[t] = mln_relay_now(); /* busy from now on: its rate counts from here */
         p->sent += cost;
+        p->t_sent[t] += cost;
+        r->out[t] += cost;
         moved = 1;
     }
     return moved;
@@ -248,11 +284,13 @@ mln_status_t mln_relay_isend(mln_relay_t *r, int dst, uint32_t context, int tag,
     if (n >= r->stripe_min)
         r->bulk_at = mln_relay_now();
     if (s->striped) {
-        /* chunks no larger than a window shared by two frames per trunk: a pair's credit (its
-         * window over every trunk) must keep every trunk busy, and 1 MiB frames over 8 trunks
-         * in an 8 MiB window left one or two idle (a 64 MiB message at ~0.65 of 16 MiB's) */
+        /* chunks no larger than a window shared by four frames per trunk: a pair's credit (its
+         * window over every trunk) must keep every trunk busy (1 MiB frames over 8 trunks in an
+         * 8 MiB window left one or two idle: a 64 MiB message at ~0.65 of 16 MiB's), and the
+         * trunks end a message within a chunk's time of each other (512 KiB: 34 ms at 125
+         * Mbit/s, ~0.06 of a 64 MiB message over 8 trunks) */
         const uint64_t min = r->chunk < 65536 ? r->chunk : 65536;
-        uint64_t max = r->window / (2u * (uint64_t)r->trunks);
+        uint64_t max = r->window / (4u * (uint64_t)r->trunks);
 
         max = max < min ? min : max > r->chunk ? r->chunk : max;
         s->chunk = mln_sched_chunk(n, r->trunks, min, max);
@@ -495,6 +533,7 @@ void mln_relay_close(mln_relay_t *r)
     mln_link_job_wipe(&r->job);
     free(r->tx);
     free(r->rx);
+    free(r->credit);
     free(r);
 }
 

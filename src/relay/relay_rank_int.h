@@ -43,7 +43,8 @@ typedef struct relay_frame {
 /* Sending to one rank. */
 typedef struct relay_tx {
     uint64_t next_seq;
-    uint64_t sent, acked;          /* credit units: handed out, acknowledged */
+    uint64_t sent, acked;          /* credit units: handed out, acknowledged (every trunk) */
+    uint64_t *t_sent, *t_acked;    /* the same per trunk (trunks entries each) */
     mln_relay_send_t *head, *tail; /* sends with frames to hand out, in seq order */
     mln_relay_send_t *sync_wait;   /* sync sends waiting for MATCHED */
     struct relay_tx *next_active;  /* the list of pairs with sends queued */
@@ -64,7 +65,7 @@ typedef struct relay_rx {
     uint64_t next_seq;   /* the next message to deliver */
     relay_part_t **ring; /* messages [next_seq, next_seq + cap) by seq % cap; cap: 2^k */
     uint64_t cap;
-    uint64_t units, acked; /* credit units received; as of the last ACK sent */
+    uint64_t *t_units, *t_acked; /* per trunk: credit units received; as of its last ACK */
 } relay_rx_t;
 
 /* The arrived messages of one context. */
@@ -85,6 +86,12 @@ struct mln_relay {
     char gw_addr[MLN_RELAY_MAX_TRUNKS][96];
     relay_tx_t *tx; /* by global rank */
     relay_rx_t *rx;
+    uint64_t *credit; /* the per-trunk counters of tx and rx: 4 x nranks x trunks */
+    uint64_t out[MLN_RELAY_MAX_TRUNKS];  /* per trunk: units handed out and not acknowledged,
+                                            every pair */
+    double rate[MLN_RELAY_MAX_TRUNKS];   /* per trunk: units acknowledged per second while it
+                                            was busy (moving average; 0: not known yet) */
+    double ack_at[MLN_RELAY_MAX_TRUNKS]; /* per trunk: its last ACK, or when it became busy */
     relay_tx_t *active;
     int turn; /* striped frames: ties go to the trunk after the last one used */
     mln_relay_send_t *sends;
@@ -114,7 +121,8 @@ void mln_relay_fail(mln_relay_t *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int mln_relay_queue(mln_relay_t *r, int t, const mln_relay_hdr_t *h, const unsigned char *payload,
                     unsigned char *own, mln_relay_send_t *s);
-void mln_relay_queue_ctl(mln_relay_t *r, int type, int dst, uint64_t seq, uint64_t offset);
+/* A frame of no payload to dst on trunk t (-1: the pair's trunk); fatal when out of memory. */
+void mln_relay_queue_ctl(mln_relay_t *r, int t, int type, int dst, uint64_t seq, uint64_t offset);
 
 /* relay_recv.c */
 /* A frame read from trunk t (checked against the connection's scope). */

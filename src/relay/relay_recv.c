@@ -6,8 +6,9 @@
  *        allocated at its first frame, whichever trunk brought it), payload copied at offset,
  *        its byte ranges kept so that an overlap is caught --> complete and seq = next_seq:
  *        delivered to its context's arrived list, then seq + 1, ... as far as they are complete
- *   credit: units += len + MLN_RELAY_FRAME_COST; ACK (cumulative) at WINDOW / 4 since the last,
- *        and at the end of each message (a flood of small ones never waits for a quarter)
+ *   credit: per trunk t, units[t] += len + MLN_RELAY_FRAME_COST; an ACK on trunk t (cumulative,
+ *        that trunk's units) once units[t] is WINDOW / 4 / K past the last one (K trunks), and
+ *        on every trunk with units unacknowledged when a message of STRIPE_MIN bytes or more ends
  *
  * A frame that contradicts its message (envelope, overlap, a message already delivered) is a
  * protocol error: fatal, with a line naming the source and what was wrong.
@@ -163,7 +164,8 @@ static void deliver(mln_relay_t *r, relay_rx_t *p)
 }
 
 /* A DATA frame; NULL, or what is wrong with it. */
-static const char *on_data(mln_relay_t *r, const mln_relay_hdr_t *h, const unsigned char *payload)
+static const char *on_data(mln_relay_t *r, int t, const mln_relay_hdr_t *h,
+                           const unsigned char *payload)
 {
     const int ssite = mln_relay_site_of(&r->sites, h->src);
     const int sync = (h->flags & MLN_RELAY_F_SYNC) != 0;
@@ -226,35 +228,55 @@ static const char *on_data(mln_relay_t *r, const mln_relay_hdr_t *h, const unsig
         memcpy(x->m->data + h->offset, payload, h->len);
     x->got += h->len;
     x->complete = complete = x->got == h->total;
-    p->units += (uint64_t)h->len + MLN_RELAY_FRAME_COST;
+    p->t_units[t] += (uint64_t)h->len + MLN_RELAY_FRAME_COST;
     if (complete)
         deliver(r, p); /* x may be gone now */
-    /* Every quarter window, not every message (a ping-pong's small messages cost no ACK), and
-     * never later than the sender needs it: once every frame it sent is in, what is left
-     * unacknowledged plus its largest frame (chunk + cost) must fit the window, or it waits
-     * for ever (the tightest window, chunk + cost: an ACK per frame). */
+    /* An ACK per trunk, on that trunk, of what came through it: the sender sees each trunk's
+     * pace and stripes by it.  Every quarter window over the trunks, not every message (a
+     * ping-pong's small messages cost no ACK), and never later than the sender needs it: once
+     * every frame it sent is in, what is left unacknowledged on all trunks together plus its
+     * largest frame (chunk + cost) must fit the window, or it waits for ever (the tightest
+     * window, chunk + cost: an ACK per frame).  At the end of a striped-size message, every
+     * trunk that brought some of it: the sender's count of each trunk's load starts from zero
+     * when the next one does. */
     const uint64_t room = r->window - (r->chunk + MLN_RELAY_FRAME_COST);
-    const uint64_t every = room < r->window / 4 ? room : r->window / 4;
+    const uint64_t every = (room < r->window / 4 ? room : r->window / 4) / (uint64_t)r->trunks;
+    const int all = complete && h->total >= r->stripe_min;
 
-    if (p->units > p->acked && p->units - p->acked >= every) {
-        p->acked = p->units;
-        mln_relay_queue_ctl(r, MLN_RELAY_ACK, h->src, 0, p->units);
+    for (int u = all ? 0 : t; u < (all ? r->trunks : t + 1); u++) {
+        if (p->t_units[u] > p->t_acked[u] && (all || p->t_units[u] - p->t_acked[u] >= every)) {
+            p->t_acked[u] = p->t_units[u];
+            mln_relay_queue_ctl(r, u, MLN_RELAY_ACK, h->src, 0, p->t_units[u]);
+        }
     }
     return NULL;
 }
 
 /* ---- the sending side's answers ---------------------------------------------------------- */
 
-static const char *on_ack(mln_relay_t *r, const mln_relay_hdr_t *h)
+static const char *on_ack(mln_relay_t *r, int t, const mln_relay_hdr_t *h)
 {
     relay_tx_t *p;
+    uint64_t more;
 
     if (mln_relay_site_of(&r->sites, h->src) < 0 || h->dst != r->me)
         return "an ACK of no pair of ours";
     p = &r->tx[h->src];
-    if (h->offset < p->acked || h->offset > p->sent)
-        return "an ACK of credit never used or taken back";
-    p->acked = h->offset;
+    if (h->offset < p->t_acked[t] || h->offset > p->t_sent[t])
+        return "an ACK of credit never used on its trunk or taken back";
+    more = h->offset - p->t_acked[t];
+    p->t_acked[t] = h->offset;
+    p->acked += more;
+    r->out[t] -= more;
+    if (more > 0) { /* the trunk's pace: units per second since its last ACK (or busy) */
+        const double now = mln_relay_now(), dt = now - r->ack_at[t];
+
+        if (dt > 0) {
+            const double sample = (double)more / dt;
+            r->rate[t] = r->rate[t] > 0 ? 0.75 * r->rate[t] + 0.25 * sample : sample;
+        }
+        r->ack_at[t] = now;
+    }
     return NULL;
 }
 
@@ -284,10 +306,10 @@ void mln_relay_on_frame(mln_relay_t *r, int t, const mln_relay_hdr_t *h,
 
     switch (h->type) {
     case MLN_RELAY_DATA:
-        bad = on_data(r, h, payload);
+        bad = on_data(r, t, h, payload);
         break;
     case MLN_RELAY_ACK:
-        bad = on_ack(r, h);
+        bad = on_ack(r, t, h);
         break;
     case MLN_RELAY_MATCHED:
         bad = on_matched(r, h);
@@ -336,7 +358,7 @@ void mln_relay_take(mln_relay_t *r, mln_relay_msg_t *m)
             c->tail = prev;
         m->next = NULL;
         if (m->sync && !r->dead)
-            mln_relay_queue_ctl(r, MLN_RELAY_MATCHED, m->src, m->seq, 0);
+            mln_relay_queue_ctl(r, -1, MLN_RELAY_MATCHED, m->src, m->seq, 0);
         return;
     }
 }

@@ -8,6 +8,7 @@
  *
  * Covered: small and large messages interleaved in both directions through 1, 2 and 4 trunks
  * (every byte, per-pair order, two contexts), synchronous sends (MATCHED), the tightest window,
+ * a slow trunk taking fewer chunks (per-trunk ACKs),
  * ABORT and FAIL reaching the fatal handler, a gateway lost, a frame delivered twice (protocol
  * error), and mln_relay_open's failures (no gateway, another secret, bad settings).
  * With RELAY_TEST_GATEWAY=path/to/mln-gateway the same traffic also runs through real gateways
@@ -38,6 +39,8 @@
 #define TAG_FAIL 1000001 /* the fake gateways send FAIL to every rank */
 #define TAG_DROP 1000002 /* they close every connection of the frame's trunk */
 #define TAG_DUP 1000003  /* they deliver the frame twice */
+#define TAG_SLOW 1000004 /* trunk 0 holds the frame SLOW_S longer (a slow WAN path) */
+#define SLOW_S 0.3
 
 static int site_of(int rank)
 {
@@ -65,8 +68,9 @@ typedef struct gw {
     uint64_t window;
     int lfd[2][MLN_RELAY_MAX_TRUNKS];
     gw_conn_t conns[64];
-    int by_rank[NRANKS][MLN_RELAY_MAX_TRUNKS]; /* index + 1 */
-    uint64_t sent[NRANKS][NRANKS], acked[NRANKS][NRANKS];
+    int by_rank[NRANKS][MLN_RELAY_MAX_TRUNKS];            /* index + 1 */
+    uint64_t sent[NRANKS][NRANKS];                        /* credit units, every trunk */
+    uint64_t acked[NRANKS][NRANKS][MLN_RELAY_MAX_TRUNKS]; /* per trunk, as its ACKs say */
     int byes, closed;
 } gw_t;
 
@@ -140,13 +144,16 @@ static void gw_frame(gw_t *g, int i, const mln_relay_hdr_t *h, const unsigned ch
 {
     const int t = h->trunk;
 
+    uint64_t acked = 0;
+
     switch (h->type) {
     case MLN_RELAY_DATA:
         g->sent[h->src][h->dst] += h->len + MLN_RELAY_FRAME_COST;
-        if (g->sent[h->src][h->dst] - g->acked[h->src][h->dst] > g->window) {
+        for (int k = 0; k < g->trunks; k++)
+            acked += g->acked[h->src][h->dst][k];
+        if (g->sent[h->src][h->dst] - acked > g->window) {
             fprintf(stderr, "fake gateway: pair %d -> %d has %llu units in flight (window %llu)\n",
-                    h->src, h->dst,
-                    (unsigned long long)(g->sent[h->src][h->dst] - g->acked[h->src][h->dst]),
+                    h->src, h->dst, (unsigned long long)(g->sent[h->src][h->dst] - acked),
                     (unsigned long long)g->window);
             _exit(3);
         }
@@ -162,11 +169,21 @@ static void gw_frame(gw_t *g, int i, const mln_relay_hdr_t *h, const unsigned ch
         }
         if (h->tag == TAG_DUP && g->by_rank[h->dst][t] > 0)
             gw_hold(g, g->by_rank[h->dst][t] - 1, h, payload);
+        if (h->tag == TAG_SLOW && t == 0 && g->by_rank[h->dst][t] > 0) {
+            gw_hold(g, g->by_rank[h->dst][t] - 1, h, payload);
+            g->conns[g->by_rank[h->dst][t] - 1].held_tail->at += SLOW_S;
+            return;
+        }
         /* fall through */
     case MLN_RELAY_MATCHED:
     case MLN_RELAY_ACK:
-        if (h->type == MLN_RELAY_ACK)
-            g->acked[h->dst][h->src] = h->offset;
+        if (h->type == MLN_RELAY_ACK) {
+            if (h->offset < g->acked[h->dst][h->src][t]) {
+                fprintf(stderr, "fake gateway: an ACK of trunk %d went back\n", t);
+                _exit(3);
+            }
+            g->acked[h->dst][h->src][t] = h->offset;
+        }
         if (g->by_rank[h->dst][t] == 0)
             return; /* its connection is closed */
         gw_hold(g, g->by_rank[h->dst][t] - 1, h, payload);
@@ -547,6 +564,57 @@ static void run_sync(void)
     printf("relay_rank_test: sync: ok\n");
 }
 
+/* A trunk that the WAN serves slowly takes fewer chunks of a striped message: the fake
+ * gateways hold trunk 0's frames SLOW_S longer, and read every trunk's frames at once (so the
+ * rank's own sockets never back up: only the ACKs tell which trunk is slow).  An equal share
+ * would give trunk 0 a quarter of the frames. */
+static void run_slow_trunk(void)
+{
+    char gws[2][512];
+    fatal_t fatal[NRANKS];
+    mln_relay_t *r[NRANKS];
+    pid_t gw = gw_start(4, SECRET, 8u << 20, gws);
+    const uint64_t n = 32u << 20;
+    unsigned char *buf = malloc(n);
+    mln_relay_send_t *s;
+    mln_relay_msg_t *m = NULL;
+    mln_status_t st = MLN_ERR_INTERNAL;
+    mln_relay_stats_t stats;
+    uint64_t others = 0;
+    const double end = mln_relay_now() + 20;
+
+    MLN_TEST_ASSERT(buf != NULL);
+    for (uint64_t i = 0; i < n; i++)
+        buf[i] = pattern(0, 1, 0, i);
+    for (int q = 0; q < NRANKS; q++)
+        r[q] = rank_open(q, gws, &fatal[q], NULL, SECRET);
+    MLN_TEST_ASSERT(mln_relay_isend(r[0], 1, 0, TAG_SLOW, buf, n, 0, &s) == MLN_OK);
+    while (m == NULL) {
+        MLN_TEST_ASSERT(mln_relay_now() < end);
+        mln_relay_progress(r[0], 100);
+        mln_relay_progress(r[1], 100);
+        m = mln_relay_arrived(r[1], 0);
+    }
+    MLN_TEST_ASSERT(m->len == n && m->tag == TAG_SLOW && memcmp(m->data, buf, n) == 0);
+    mln_relay_take(r[1], m);
+    mln_relay_msg_free(m);
+    while (!mln_relay_send_test(r[0], s, &st))
+        mln_relay_progress(r[0], 100);
+    MLN_TEST_ASSERT(st == MLN_OK);
+    mln_relay_get_stats(r[0], &stats);
+    for (int t = 1; t < 4; t++)
+        others += stats.frames_out[t];
+    printf("relay_rank_test: slow trunk: frames per trunk %llu %llu %llu %llu\n",
+           (unsigned long long)stats.frames_out[0], (unsigned long long)stats.frames_out[1],
+           (unsigned long long)stats.frames_out[2], (unsigned long long)stats.frames_out[3]);
+    MLN_TEST_ASSERT(stats.frames_out[0] > 0 && 2 * 3 * stats.frames_out[0] < others);
+    for (int q = 0; q < NRANKS; q++)
+        mln_relay_close(r[q]);
+    MLN_TEST_ASSERT(gw_wait(gw, 0) == 0);
+    free(buf);
+    printf("relay_rank_test: slow trunk: ok\n");
+}
+
 /* Progresses every rank until each of `who` had its fatal event (5 s at most). */
 static void until_fatal(mln_relay_t *r[NRANKS], fatal_t *fatal, const int *who, int n)
 {
@@ -759,6 +827,7 @@ int main(void)
     run_traffic(2, 1u << 20, 256u << 10, 128u << 10, 2, 0);
     run_traffic(4, 8u << 20, 1u << 20, 256u << 10, 2, 0);
     run_traffic(4, 65536 + MLN_RELAY_FRAME_COST, 65536, 0, 1, 0); /* the tightest window */
+    run_slow_trunk();
     for (int which = 0; which < 4; which++)
         run_fatal(which);
     if (getenv("RELAY_TEST_GATEWAY") != NULL && getenv("RELAY_TEST_GATEWAY")[0] != '\0') {
