@@ -12,12 +12,22 @@
  * Cost at the root: allreduce 2 (P-1) (alpha + n beta), bcast and gather (P-1) (alpha + n beta).
  * The harness calls them outside the timed loops (a few per size and test), so a linear
  * pattern costs nothing the metrics see; across a WAN it is P-1 round trips' worth of latency.
+ *
+ * A receive here polls (MPI_Irecv, MPI_Test) and sleeps COLL_NAP_US between polls once it has
+ * waited COLL_SPIN_S: ranks that take no part in a test (a ping-pong's other ranks) wait in
+ * the allreduce after the timed loop, and a spinning MPI_Recv there took a core from the two
+ * that are timed (4 ranks, 2 gateways and the delay line on 2 cores: the direct ping-pong's
+ * latency swung by 80 us).
  */
 #include "coll.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define COLL_SPIN_S 0.001 /* polls without sleeping for this long */
+#define COLL_NAP_US 1000  /* then sleeps this long between polls */
 
 enum { TAG_UP = MLN_BENCH_COLL_TAG, TAG_DOWN, TAG_BCAST, TAG_GATHER };
 
@@ -61,6 +71,22 @@ static void coll_combine(void *acc, const void *in, int count, MPI_Datatype type
 }
 
 /* Rank and size of comm; MPI's error code. */
+/* MPI_Recv that leaves the cores to others after COLL_SPIN_S (see the top). */
+static int coll_recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm)
+{
+    const struct timespec nap = {.tv_sec = 0, .tv_nsec = COLL_NAP_US * 1000L};
+    MPI_Request req;
+    double t0 = MPI_Wtime();
+    int done = 0, rc = MPI_Irecv(buf, count, type, src, tag, comm, &req);
+
+    while (rc == MPI_SUCCESS && !done) {
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !done && MPI_Wtime() - t0 > COLL_SPIN_S)
+            nanosleep(&nap, NULL);
+    }
+    return rc;
+}
+
 static int coll_where(MPI_Comm comm, int *rank, int *size)
 {
     int rc = MPI_Comm_rank(comm, rank);
@@ -88,14 +114,14 @@ static int coll_p2p_allreduce(const void *in, void *out, int count, MPI_Datatype
     if (rank != 0) {
         rc = MPI_Send(in, count, type, 0, TAG_UP, comm);
         return rc != MPI_SUCCESS ? rc
-                                 : MPI_Recv(out, count, type, 0, TAG_DOWN, comm, MPI_STATUS_IGNORE);
+                                 : coll_recv(out, count, type, 0, TAG_DOWN, comm);
     }
     tmp = malloc(len ? len : 1);
     if (tmp == NULL)
         return MPI_ERR_NO_MEM;
     memmove(out, in, len);
     for (int r = 1; r < size && rc == MPI_SUCCESS; r++) {
-        rc = MPI_Recv(tmp, count, type, r, TAG_UP, comm, MPI_STATUS_IGNORE);
+        rc = coll_recv(tmp, count, type, r, TAG_UP, comm);
         if (rc == MPI_SUCCESS)
             coll_combine(out, tmp, count, type, op);
     }
@@ -117,7 +143,7 @@ static int coll_p2p_bcast(void *buf, int count, MPI_Datatype type, int root, MPI
     if (root < 0 || root >= size)
         return MPI_ERR_ROOT;
     if (rank != root)
-        return MPI_Recv(buf, count, type, root, TAG_BCAST, comm, MPI_STATUS_IGNORE);
+        return coll_recv(buf, count, type, root, TAG_BCAST, comm);
     for (int r = 0; r < size && rc == MPI_SUCCESS; r++)
         if (r != root)
             rc = MPI_Send(buf, count, type, r, TAG_BCAST, comm);
@@ -144,8 +170,7 @@ static int coll_p2p_gather(const void *in, int count, MPI_Datatype type, void *o
     memmove((char *)out + (size_t)root * block, in, block);
     for (int r = 0; r < size && rc == MPI_SUCCESS; r++)
         if (r != root)
-            rc = MPI_Recv((char *)out + (size_t)r * block, count, type, r, TAG_GATHER, comm,
-                          MPI_STATUS_IGNORE);
+            rc = coll_recv((char *)out + (size_t)r * block, count, type, r, TAG_GATHER, comm);
     return rc;
 }
 

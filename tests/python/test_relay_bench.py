@@ -38,6 +38,7 @@ GRID_CALLS = {
     "MPI_Irecv",
     "MPI_Wait",
     "MPI_Waitall",
+    "MPI_Test",
     "MPI_Barrier",
     "MPI_Wtime",
     "MPI_Abort",
