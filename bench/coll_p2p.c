@@ -113,8 +113,7 @@ static int coll_p2p_allreduce(const void *in, void *out, int count, MPI_Datatype
         return rc;
     if (rank != 0) {
         rc = MPI_Send(in, count, type, 0, TAG_UP, comm);
-        return rc != MPI_SUCCESS ? rc
-                                 : coll_recv(out, count, type, 0, TAG_DOWN, comm);
+        return rc != MPI_SUCCESS ? rc : coll_recv(out, count, type, 0, TAG_DOWN, comm);
     }
     tmp = malloc(len ? len : 1);
     if (tmp == NULL)
