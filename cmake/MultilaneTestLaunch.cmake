@@ -25,4 +25,10 @@ endif()
 if(mln_ompi)
     list(APPEND MLN_MPIEXEC_PREFLAGS --oversubscribe)
     set(MLN_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1;OMPI_MCA_osc=^ucx")
+else()
+    # MPICH's idle ranks poll without yielding; its progress throttle (ch4, MPICH 4.3 on; older
+    # ones ignore it) sleeps after 1000 empty polls in a row, as Open MPI's yield when idle:
+    # the tests of 3 ranks or more on 2 cores took 206 s without, 96 s with
+    # (python/multilane/launchers.py MPICH_IDLE_ENV, the same for oversubscribed runs)
+    set(MLN_TEST_ENV "MPIR_CVAR_CH4_PROGRESS_THROTTLE=1;MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT=1000")
 endif()

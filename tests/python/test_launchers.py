@@ -71,12 +71,19 @@ def test_openmpi_as_root(transport: str) -> None:
     assert dict(cmd.env) == {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
+MPICH_IDLE = {
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1000",
+}
+
+
 @pytest.mark.parametrize("np", [1, 2, 3, 8])
 @pytest.mark.parametrize("euid", [USER, ROOT])
 def test_mpich_shm(np: int, euid: int) -> None:
+    """Idle ranks throttle their polling only when the ranks outnumber the 2 cores."""
     cmd = MpichLauncher(PREFIX).command(PROGRAM, np, "shm", ncpus=2, euid=euid)
     assert cmd.argv == ("/opt/mpi/bin/mpiexec", "-n", str(np), *PROGRAM)
-    assert dict(cmd.env) == {}
+    assert dict(cmd.env) == (MPICH_IDLE if np > 2 else {})
 
 
 @pytest.mark.parametrize("np", [1, 2, 3, 8])
@@ -90,6 +97,7 @@ def test_mpich_tcp(np: int) -> None:
         "FI_TCP_IFACE": "lo",
         "UCX_TLS": "tcp,self",
         "UCX_NET_DEVICES": "lo",
+        **(MPICH_IDLE if np > 2 else {}),
     }
 
 
@@ -153,6 +161,11 @@ def test_openmpi_hosts_command_yields_when_ranks_outnumber_cores() -> None:
         assert "mpi_yield_when_idle" not in one.argv
     mpich = launchers.mpich_hosts_command(Path("/mpi"), ["p"], _placement(3), euid=0, ncpus=2)
     assert mpich.argv[-1] == "p"
+    genv = {mpich.argv[i + 1]: mpich.argv[i + 2] for i, a in enumerate(mpich.argv) if a == "-genv"}
+    assert {k: genv[k] for k in MPICH_IDLE} == MPICH_IDLE  # MPICH's counterpart
+    for ncpus in (2, None):
+        one = launchers.mpich_hosts_command(Path("/mpi"), ["p"], _placement(1), euid=0, ncpus=ncpus)
+        assert not set(MPICH_IDLE) & set(one.argv)
 
 
 def test_mpich_hosts_command() -> None:
