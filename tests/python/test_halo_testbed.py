@@ -64,6 +64,7 @@ def test_mpi_halo_across_hosts(bed: tuple[dict[str, str], Path], mpi: str) -> No
     disabled = re.findall(r"^mpi_halo: (\S+) +disabled on this MPI$", out, re.MULTILINE)
     assert disabled == list(DISABLED[mpi]), out[-4000:]
     assert passed == [m for m in MODES if m not in disabled], out[-4000:]
-    assert status == 0 and f"mpi_halo: {PPN * len(HOSTS)} ranks, ok (0 failures)" in out, out[-4000:]
+    ranks = PPN * len(HOSTS)
+    assert status == 0 and f"mpi_halo: {ranks} ranks, ok (0 failures)" in out, out[-4000:]
     if crossed is not None:  # the WAN between the sites carried halo data
         assert crossed > 0, "no byte crossed the emulated link"
