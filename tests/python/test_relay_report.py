@@ -215,6 +215,20 @@ def test_added_latency(report_lines: tuple[Path, list[str]]) -> None:
     assert "target <= 50 us NOT met" in text
 
 
+def test_bridged_wan_said(tmp_path: Path) -> None:
+    """Runs whose WAN was the bridge stand-in (seed004-latency.toml) say so beside the latency
+    table; runs through the delay line do not."""
+    folder = tmp_path / "results"
+    _write_results(folder)
+    said = "The WAN of these runs is a kernel bridge"
+    assert said not in make_report(folder).markdown.read_text()
+    for path in folder.glob("*-pingpong.json"):
+        doc = json.loads(path.read_text())
+        doc["provenance"]["testbed"] = {"wan_mode": "bridge"}
+        path.write_text(json.dumps(doc))
+    assert said in make_report(folder).markdown.read_text()
+
+
 def test_trunk_bytes(report_lines: tuple[Path, list[str]]) -> None:
     _, lines = report_lines
     after = "Payload each trunk"

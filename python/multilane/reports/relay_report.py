@@ -688,10 +688,19 @@ def section(
             "",
         ]
     if lat_table:
+        bridged = any(
+            r.doc["provenance"].get("testbed", {}).get("wan_mode") == "bridge" for r in runs
+        )
         md += [
             f"One-way latency at {format_size(size or 0)} B (latency_us is half the round trip): "
             "added = relayed - direct at the same WAN delay (the mixed grid against site a's "
-            "MPI direct).",
+            "MPI direct)."
+            + (
+                " The WAN of these runs is a kernel bridge (MULTILANE_DELAYLINE=bridge: no delay "
+                "line, so no delay, rate or loss on it, and no userspace hop)."
+                if bridged
+                else ""
+            ),
             "",
             *lat_table,
             "",
