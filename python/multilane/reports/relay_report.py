@@ -138,6 +138,8 @@ def relay_runs(runs: Sequence[Any]) -> tuple[list[RelayRun], list[str]]:
             notes.append(f"{run.label}: a grid run without its trunks: left out")
             continue
         delay = parse_time(meta["wan_delay"]) if "wan_delay" in meta else None
+        if delay is None and prov.get("testbed", {}).get("wan_mode") == "bridge":
+            delay = 0.0  # the bridge stand-in has no delay (seed004-latency.toml)
         rows = {int(r["bytes"]): r for r in run.doc["rows"]}
         found.append(
             RelayRun(
