@@ -59,7 +59,8 @@ static int usage(const char *why)
     if (rank == 0)
         fprintf(stderr,
                 "mln-nas-is: %s\nusage: mln-nas-is [--keys N] [--max-key K] [--buckets B] "
-                "[--iters I] [--inject-error RANK]\n  keys per rank (default 1048576), keys in [0, K) (default "
+                "[--iters I] [--inject-error RANK]\n  keys per rank (default 1048576), keys in [0, "
+                "K) (default "
                 "524288), B buckets dividing K (default 1024), I iterations, 1 to %d (default "
                 "10); RANK changes one key of its output (the verification must fail)\n",
                 why, ITER_MAX);
@@ -71,12 +72,12 @@ static int parse(int argc, char **argv, is_opts_t *o)
     *o = (is_opts_t){
         .keys = 1L << 20, .max_key = 1L << 19, .buckets = 1024, .iters = 10, .inject = -1};
     for (int i = 1; i < argc; i++) {
-        long *into = !strcmp(argv[i], "--keys")      ? &o->keys
-                     : !strcmp(argv[i], "--max-key") ? &o->max_key
-                     : !strcmp(argv[i], "--buckets") ? &o->buckets
-                     : !strcmp(argv[i], "--iters")   ? &o->iters
+        long *into = !strcmp(argv[i], "--keys")           ? &o->keys
+                     : !strcmp(argv[i], "--max-key")      ? &o->max_key
+                     : !strcmp(argv[i], "--buckets")      ? &o->buckets
+                     : !strcmp(argv[i], "--iters")        ? &o->iters
                      : !strcmp(argv[i], "--inject-error") ? &o->inject
-                                                     : NULL;
+                                                          : NULL;
         char *end = NULL;
 
         if (into == NULL || i + 1 == argc)
@@ -182,9 +183,9 @@ int main(int argc, char **argv)
         MPI_Alltoall(scounts, 1, MPI_INT, rcounts, 1, MPI_INT, MPI_COMM_WORLD);
         t[PH_ALLTOALL] += MPI_Wtime() - t0;
         {
-            int *grouped = out; /* scratch: the keys in destination order, then sent */
+            int *grouped = out;        /* scratch: the keys in destination order, then sent */
             int *recvd = out + o.keys; /* room for every key of the run */
-            long *fill = work; /* per bucket: the next slot */
+            long *fill = work;         /* per bucket: the next slot */
             long pos = 0;
 
             for (long b = 0; b < o.buckets; b++) {
@@ -233,7 +234,8 @@ int main(int argc, char **argv)
         bad |= out[i - 1] > out[i];
     {
         int mine[2] = {nout ? out[0] : -1, nout ? out[nout - 1] : -1}, prev[2] = {-1, -1};
-        int left = rank ? rank - 1 : MPI_PROC_NULL, right = rank + 1 < size ? rank + 1 : MPI_PROC_NULL;
+        int left = rank ? rank - 1 : MPI_PROC_NULL,
+            right = rank + 1 < size ? rank + 1 : MPI_PROC_NULL;
 
         /* the last key of the rank below (one without keys: no check across it) */
         MPI_Sendrecv(mine, 2, MPI_INT, right, 7, prev, 2, MPI_INT, left, 7, MPI_COMM_WORLD,
