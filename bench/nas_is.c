@@ -26,6 +26,8 @@
  * Alltoall of P words, Alltoallv of ~n (P-1)/P keys per rank: the all-to-all is the
  * cross-site traffic of seed 004's IS figures.
  */
+#include "nas_opts.h"
+
 #include <mpi.h>
 
 #include <stdint.h>
@@ -71,21 +73,15 @@ static int parse(int argc, char **argv, is_opts_t *o)
 {
     *o = (is_opts_t){
         .keys = 1L << 20, .max_key = 1L << 19, .buckets = 1024, .iters = 10, .inject = -1};
-    for (int i = 1; i < argc; i++) {
-        long *into = !strcmp(argv[i], "--keys")           ? &o->keys
-                     : !strcmp(argv[i], "--max-key")      ? &o->max_key
-                     : !strcmp(argv[i], "--buckets")      ? &o->buckets
-                     : !strcmp(argv[i], "--iters")        ? &o->iters
-                     : !strcmp(argv[i], "--inject-error") ? &o->inject
-                                                          : NULL;
-        char *end = NULL;
+    const nas_opt_t opts[] = {{"--keys", &o->keys, 1},
+                              {"--max-key", &o->max_key, 1},
+                              {"--buckets", &o->buckets, 1},
+                              {"--iters", &o->iters, 1},
+                              {"--inject-error", &o->inject, 0}};
+    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])));
 
-        if (into == NULL || i + 1 == argc)
-            return usage(into == NULL ? "unknown argument" : "a value is missing");
-        *into = strtol(argv[++i], &end, 10);
-        if (end == argv[i] || *end != '\0' || *into < (into == &o->inject ? 0 : 1))
-            return usage("values are positive integers (--inject-error: a rank)");
-    }
+    if (bad != NULL)
+        return usage(bad);
     if (o->keys < 4 * ITER_MAX || o->keys > (1L << 28))
         return usage("--keys must be 256 to 2^28");
     if (o->max_key < 2 * ITER_MAX || o->max_key > (1L << 30) || o->buckets > o->max_key ||

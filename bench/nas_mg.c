@@ -23,6 +23,8 @@
  * Cost per V-cycle (P ranks, L levels, s steps): 2 s (2L - 1) MPI_Sendrecv of (N / 2^l)^2
  * doubles per rank, and 8 (N / 2^l)^3 / P flops per step at level l.
  */
+#include "nas_opts.h"
+
 #include <mpi.h>
 
 #include <stdio.h>
@@ -44,7 +46,8 @@ static int rank, size;
 static double comm_s;
 static long msgs;
 
-#define AT(l, x, y, z) ((l)->u[((size_t)(z) * (size_t)(l)->n + (size_t)(y)) * (size_t)(l)->n + (size_t)(x)])
+#define AT(l, x, y, z)                                                                             \
+    ((l)->u[((size_t)(z) * (size_t)(l)->n + (size_t)(y)) * (size_t)(l)->n + (size_t)(x)])
 
 static int usage(const char *why)
 {
@@ -62,21 +65,15 @@ static int usage(const char *why)
 static int parse(int argc, char **argv, mg_opts_t *o)
 {
     *o = (mg_opts_t){.n = 64, .levels = 4, .smooth = 2, .cycles = 4, .inject = -1};
-    for (int i = 1; i < argc; i++) {
-        long *into = !strcmp(argv[i], "--n")              ? &o->n
-                     : !strcmp(argv[i], "--levels")       ? &o->levels
-                     : !strcmp(argv[i], "--smooth")       ? &o->smooth
-                     : !strcmp(argv[i], "--cycles")       ? &o->cycles
-                     : !strcmp(argv[i], "--inject-error") ? &o->inject
-                                                          : NULL;
-        char *end = NULL;
+    const nas_opt_t opts[] = {{"--n", &o->n, 1},
+                              {"--levels", &o->levels, 1},
+                              {"--smooth", &o->smooth, 1},
+                              {"--cycles", &o->cycles, 1},
+                              {"--inject-error", &o->inject, 0}};
+    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])));
 
-        if (into == NULL || i + 1 == argc)
-            return usage(into == NULL ? "unknown argument" : "a value is missing");
-        *into = strtol(argv[++i], &end, 10);
-        if (end == argv[i] || *end != '\0' || *into < (into == &o->inject ? 0 : 1))
-            return usage("values are positive integers (--inject-error: a rank)");
-    }
+    if (bad != NULL)
+        return usage(bad);
     if (o->n > 1024 || o->levels > 10 || o->smooth > 100 || o->cycles > 1000)
         return usage("at most --n 1024, --levels 10, --smooth 100, --cycles 1000");
     if ((o->n >> (o->levels - 1)) < 2 || (o->n >> (o->levels - 1)) << (o->levels - 1) != o->n)
@@ -272,12 +269,13 @@ int main(int argc, char **argv)
                        ref[0].u[plane + i]);
                 bad = 1;
             }
-        printf("mln-nas-mg: %d ranks, %ld^3 grid, %ld levels, %ld steps, %ld V-cycles\n", size,
-               o.n, o.levels, o.smooth, o.cycles);
+        printf("mln-nas-mg: %d ranks, %ld^3 grid, %ld levels, %ld steps, %ld V-cycles\n", size, o.n,
+               o.levels, o.smooth, o.cycles);
         printf("mln-nas-mg: cycles %10.6f s, of which MPI_Sendrecv %10.6f s (max over ranks), "
                "%ld messages per rank\n",
                tmax, cmax, msgs_max);
-        printf("mln-nas-mg: %s\n", bad ? "FAILED: the grid differs from one process's" : "verified");
+        printf("mln-nas-mg: %s\n",
+               bad ? "FAILED: the grid differs from one process's" : "verified");
         levels_free(ref, o.levels);
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
