@@ -65,7 +65,11 @@ static int usage(const char *why)
 static int parse(int argc, char **argv, lu_opts_t *o)
 {
     *o = (lu_opts_t){.nx = 64, .ny = 64, .nz = 64, .iters = 10, .inject = -1};
-    const nas_opt_t opts[] = {{"--nx", &o->nx, 1}, {"--ny", &o->ny, 1}, {"--nz", &o->nz, 1}, {"--iters", &o->iters, 1}, {"--inject-error", &o->inject, 0}};
+    const nas_opt_t opts[] = {{"--nx", &o->nx, 1},
+                              {"--ny", &o->ny, 1},
+                              {"--nz", &o->nz, 1},
+                              {"--iters", &o->iters, 1},
+                              {"--inject-error", &o->inject, 0}};
     const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])));
 
     if (bad != NULL)
@@ -188,7 +192,8 @@ int main(int argc, char **argv)
         for (int r = 0; r < size && !bad; r++)
             for (long z = 0; z < o.nz && !bad; z++)
                 for (long y = 0; y < ny && !bad; y++) {
-                    const double *got = all + (size_t)r * count + ((size_t)z * (size_t)ny + (size_t)y) * row;
+                    const double *got =
+                        all + (size_t)r * count + ((size_t)z * (size_t)ny + (size_t)y) * row;
                     const double *want = &AT(&ref, 0, r * ny + y, z);
                     for (long x = 0; x < o.nx && !bad; x++)
                         if (memcmp(&got[x], &want[x], sizeof(double)) != 0) {
@@ -204,7 +209,8 @@ int main(int argc, char **argv)
                "ranks), %.2f Mpoints/s\n",
                tmax, wmax,
                tmax > 0 ? 2.0 * (double)(o.nx * o.ny * o.nz) * (double)o.iters / tmax / 1e6 : 0.0);
-        printf("mln-nas-lu: %s\n", bad ? "FAILED: the grid differs from one process's" : "verified");
+        printf("mln-nas-lu: %s\n",
+               bad ? "FAILED: the grid differs from one process's" : "verified");
         free(ref.u);
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
