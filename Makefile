@@ -32,7 +32,9 @@ VENV   := $(ROOT)/.venv
 VENV_STAMP := $(VENV)/.multilane-venv
 MULTILANE := $(VENV)/bin/multilane
 
-C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
+# C files for lint and format: tracked ones and new ones not yet added (not the ignored build
+# trees), so that a file is formatted and checked before its first commit
+C_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find include src bench tests tools -name '*.[ch]')
 
 .PHONY: all setup system deps venv build build-asan demo demo-local test test-c test-asan \
         test-c-ci test-asan-ci test-deb test-python preload-gen fuzz fuzz-build lint format install clean \
