@@ -58,15 +58,12 @@ static uint64_t splitmix(uint64_t *s)
 
 static int usage(const char *why)
 {
-    if (rank == 0)
-        fprintf(stderr,
-                "mln-nas-is: %s\nusage: mln-nas-is [--keys N] [--max-key K] [--buckets B] "
-                "[--iters I] [--inject-error RANK]\n  keys per rank (default 1048576), keys in [0, "
-                "K) (default "
-                "524288), B buckets dividing K (default 1024), I iterations, 1 to %d (default "
-                "10); RANK changes one key of its output (the verification must fail)\n",
-                why, ITER_MAX);
-    return 2;
+    return nas_usage(
+        rank, "mln-nas-is", why,
+        "[--keys N] [--max-key K] [--buckets B] [--iters I] [--inject-error RANK]\n"
+        "  keys per rank (default 1048576), keys in [0, K) (default 524288), B buckets "
+        "dividing K (default 1024), I iterations, 1 to 64 (default 10); RANK changes "
+        "one key of its output (the verification must fail)");
 }
 
 static int parse(int argc, char **argv, is_opts_t *o)

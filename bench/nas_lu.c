@@ -52,14 +52,11 @@ static double wait_s;
 
 static int usage(const char *why)
 {
-    if (rank == 0)
-        fprintf(stderr,
-                "mln-nas-lu: %s\nusage: mln-nas-lu [--nx NX] [--ny NY] [--nz NZ] [--iters I] "
-                "[--inject-error RANK]\n  the grid (default 64 x 64 x 64; NY a multiple of the "
-                "rank count), I iterations of a lower and an upper sweep (default 10); RANK "
-                "changes one point of its grid (the verification must fail)\n",
-                why);
-    return 2;
+    return nas_usage(rank, "mln-nas-lu", why,
+                     "[--nx NX] [--ny NY] [--nz NZ] [--iters I] [--inject-error RANK]\n"
+                     "  the grid (default 64 x 64 x 64; NY a multiple of the rank count), I "
+                     "iterations of a lower and an upper sweep (default 10); RANK changes one "
+                     "point of its grid (the verification must fail)");
 }
 
 static int parse(int argc, char **argv, lu_opts_t *o)

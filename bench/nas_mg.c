@@ -51,15 +51,13 @@ static long msgs;
 
 static int usage(const char *why)
 {
-    if (rank == 0)
-        fprintf(stderr,
-                "mln-nas-mg: %s\nusage: mln-nas-mg [--n N] [--levels L] [--smooth S] [--cycles C] "
-                "[--inject-error RANK]\n  an N^3 periodic grid (default 64), L levels (default 4), "
-                "S Jacobi steps per level and leg (default 2), C V-cycles (default 4); N / 2^(L-1) "
-                "must be a multiple of the rank count; RANK changes one point of its grid (the "
-                "verification must fail)\n",
-                why);
-    return 2;
+    return nas_usage(
+        rank, "mln-nas-mg", why,
+        "[--n N] [--levels L] [--smooth S] [--cycles C] [--inject-error RANK]\n"
+        "  an N^3 periodic grid (default 64), L levels (default 4), S Jacobi steps per "
+        "level and leg (default 2), C V-cycles (default 4); N / 2^(L-1) must be a "
+        "multiple of the rank count; RANK changes one point of its grid (the "
+        "verification must fail)");
 }
 
 static int parse(int argc, char **argv, mg_opts_t *o)

@@ -8,6 +8,7 @@
 #ifndef MLN_NAS_OPTS_H
 #define MLN_NAS_OPTS_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,15 @@ static inline const char *nas_parse(int argc, char **argv, const nas_opt_t *opts
             return "values are positive integers (--inject-error: a rank)";
     }
     return NULL;
+}
+
+/* A usage error: "PROG: WHY" and "usage: PROG HELP" on stderr, from rank 0 only; returns 2,
+ * the exit status of a usage error. */
+static inline int nas_usage(int rank, const char *prog, const char *why, const char *help)
+{
+    if (rank == 0)
+        fprintf(stderr, "%s: %s\nusage: %s %s\n", prog, why, prog, help);
+    return 2;
 }
 
 #endif /* MLN_NAS_OPTS_H */
