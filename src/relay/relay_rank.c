@@ -5,8 +5,9 @@
  *
  *   isend(dst, n) --> pair (me, dst): seq, credit --> n < STRIPE_MIN: frames <= CHUNK on the
  *                     pair's trunk (lo * 31 + hi) % K (lo, hi: the pair's ranks), in order
- *                 --> else: chunks of mln_sched_chunk(n, K) to the trunk with the least of our
- *                     credit unacknowledged (mln_sched_pick, depth 2: the tcp lanes'
+ *                 --> else: chunks of mln_sched_chunk(n, K) to the trunk that would have our
+ *                     credit on it acknowledged soonest, unacknowledged units over its pace
+ *                     (stripe_trunk, through mln_sched_pick, depth 2: the tcp lanes'
  *                     scheduler, lane_sched.c; receivers acknowledge per trunk)
  *   frames in --> per source: message seq's buffer (allocated at its first frame), payload
  *                 at its offset --> complete and next in seq order: the arrived list of its
