@@ -72,7 +72,7 @@ def binding(proc_name: str, big: bool = False) -> Binding | None:
     return Binding(name=name, ret=str(iso_c.return_type or "int"), params=params)
 
 
-KINDS = ("impl", "p2p", "grid", "poll", "flush", "born", "real", "local", "nogrid")
+KINDS = ("impl", "p2p", "grid", "poll", "flush", "born", "real", "local", "nogrid", "coll")
 
 
 @dataclass
@@ -95,7 +95,7 @@ def read_spec(path: Path) -> list[Spec]:
             len(parts) not in (2, 3)
             or parts[0] not in KINDS
             or parts[2:] not in ([], ["mpi4"], ["grid"])
-            or (parts[2:] == ["grid"] and parts[0] not in ("poll", "born"))
+            or (parts[2:] == ["grid"] and parts[0] not in ("poll", "born", "coll"))
         ):
             sys.exit(
                 f"{path}:{lineno}: expected '{'|'.join(KINDS)} NAME [mpi4|grid]', got {line!r}"
@@ -107,11 +107,40 @@ def read_spec(path: Path) -> list[Spec]:
                 parts[0],
                 parts[1],
                 mpi4=parts[2:] == ["mpi4"],
-                grid=parts[2:] == ["grid"],
-                have=parts[0] == "nogrid",
+                grid=parts[2:] == ["grid"] or parts[0] == "coll",
+                have=parts[0] in ("nogrid", "coll"),
             )
         )
     return specs
+
+
+ARRAYS = {"int": "int", "MPI_Count": "count", "MPI_Aint": "aint"}
+
+
+def array_kind(decl: str) -> str | None:
+    """'int', 'count' or 'aint' for a count or displacement array parameter, else None."""
+    words = decl.split()
+    if len(words) == 3 and words[0] == "const" and words[2].endswith("[]"):
+        return ARRAYS.get(words[1])
+    return None
+
+
+def grid_binding(name: str) -> Binding:
+    """The parameters of a grid body mln_pl_grid_NAME: the large-count binding where there is
+    one, its count and displacement arrays as views (mln_cv_t) that either binding fills."""
+    b = binding(name, True) or binding(name)
+    assert b is not None, name
+    params = tuple(
+        (f"mln_cv_t {a}", a) if array_kind(p) else (p, a) for p, a in b.params
+    )
+    return Binding(name, b.ret, params)
+
+
+def grid_args(b: Binding) -> str:
+    """b's arguments for a grid body: arrays wrapped in their views."""
+    return ", ".join(
+        f"mln_cv_{array_kind(p)}({a})" if array_kind(p) else a for p, a in b.params
+    )
 
 
 def comm_params(b: Binding) -> list[str]:
@@ -149,6 +178,10 @@ def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool, bool]]:
 
     for spec in specs:
         if spec.kind == "local":
+            continue
+        if spec.kind == "coll":  # the table's entry is what its guard calls
+            add(spec.name, False, False, True)
+            add(spec.name, True, False, True)
             continue
         add(spec.name, False, spec.mpi4, spec.have)
         add(spec.name, True, spec.mpi4, spec.have)
@@ -210,12 +243,21 @@ def gen_header(specs: list[Spec]) -> str:
         " * error handler with MPI_ERR_UNSUPPORTED_OPERATION). */\n"
         "extern int mln_pl_grid_on MLN_PL_HIDDEN;\n"
         "int mln_pl_grid_refuse(const char *call, int on_world);\n"
+        "/* 1 when comm is one of the grid's communicators that span sites (grid mode only). */\n"
+        "int mln_pl_grid_spans(MPI_Comm comm);\n"
+        "/* A count or displacement array of either binding, as the grid bodies take them. */\n"
+        "typedef struct mln_cv {\n    const int *i;\n    const MPI_Count *c;\n"
+        "    const MPI_Aint *a;\n} mln_cv_t;\n"
+        "static inline mln_cv_t mln_cv_int(const int *p)\n{\n"
+        "    mln_cv_t v = {p, NULL, NULL};\n    return v;\n}\n"
+        "static inline mln_cv_t mln_cv_count(const MPI_Count *p)\n{\n"
+        "    mln_cv_t v = {NULL, p, NULL};\n    return v;\n}\n"
+        "static inline mln_cv_t mln_cv_aint(const MPI_Aint *p)\n{\n"
+        "    mln_cv_t v = {NULL, NULL, p};\n    return v;\n}\n"
     )
     for spec in specs:
         if spec.grid:
-            b = binding(spec.name)
-            assert b is not None
-            out.append(Binding(spec.name, b.ret, b.params).decl("mln_pl_grid_") + ";\n")
+            out.append(grid_binding(spec.name).decl("mln_pl_grid_") + ";\n")
     out.append(
         "\n/* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs\n"
         " * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and\n"
@@ -265,15 +307,15 @@ def grid_check(b: Binding, spec: Spec) -> str:
     """The grid guard of a wrapper: on the grid world (any input communicator, or always for
     `nogrid` and for constructors from groups), the refusal or the grid body."""
     comms = comm_params(b)
-    if spec.kind not in ("poll", "born", "real", "guard", "nogrid"):
+    if spec.kind not in ("poll", "born", "real", "guard", "nogrid", "coll"):
         return ""
     assert b.ret == "int", b.name
     cond = "mln_pl_grid_on"
     if comms and spec.kind != "nogrid":
-        cond += " && (" + " || ".join(f"{c} == MPI_COMM_WORLD" for c in comms) + ")"
+        cond += " && (" + " || ".join(f"mln_pl_grid_spans({c})" for c in comms) + ")"
     on_world = int(bool(comms) and spec.kind != "nogrid")
     act = (
-        f"mln_pl_grid_{spec.name}({b.args()})"
+        f"mln_pl_grid_{spec.name}({grid_args(b)})"
         if spec.grid
         else f'mln_pl_grid_refuse("MPI_{b.name}", {on_world})'
     )
@@ -311,7 +353,7 @@ def gen_source(specs: list[Spec]) -> str:
                 continue
             if spec.kind in ("impl", "p2p", "grid"):
                 body = f"    return mln_pl_{spec.name}({b.args()});\n"
-            elif spec.kind in ("guard", "nogrid", "real"):
+            elif spec.kind in ("guard", "nogrid", "real", "coll"):
                 body = f"    return mln_pmpi.{b.name}({b.args()});\n"
             elif spec.kind == "born":
                 out_comm = [n for t, n in b.params if t.startswith("MPI_Comm*")]

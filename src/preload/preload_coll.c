@@ -11,7 +11,7 @@
  * one shared-memory copy per process (docs/BCAST.md).
  */
 #include "mln_core.h"
-#include "preload_int.h"
+#include "preload_grid.h"
 
 #include <limits.h>
 
@@ -24,8 +24,8 @@ int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
     MPI_Comm cc = mln_pl.on && !MLN_PL_GRID(comm) ? mln_pl_coll_comm(comm) : MPI_COMM_NULL;
     int leaders = 0, rc;
 
-    if (MLN_PL_GRID(comm))
-        return mln_pl_grid_refuse(count > INT_MAX ? "MPI_Bcast_c" : "MPI_Bcast", 1);
+    if (MLN_PL_GRID(comm)) /* across sites: hierarchical (preload_gcoll.c) */
+        return mln_pl_grid_bcast(buffer, count, datatype, root, comm, NULL);
     if (cc == MPI_COMM_NULL) {
 #if MLN_PL_BIGCOUNT
         if (count > INT_MAX)

@@ -21,10 +21,12 @@
  * without taking; matched probes take (a same-site message keeps MPI's own MPI_Message, one of
  * another site gets a stand-in).
  *
- * MPI_Barrier on the grid world: the site's barrier, its rank 0 exchanges one zero-byte
- * message with every other site's rank 0 (CTX_LAYER), the site's barrier again:
- * 2 site barriers + one WAN round trip through the gateways.  Everything else that takes
- * MPI_COMM_WORLD is refused by the generated guards (mln_pl_grid_refuse).
+ * Every communicator the program makes from the world that keeps ranks of several sites works
+ * the same way, with its own relay contexts (preload_gcomm.c); collectives on them are
+ * hierarchical (preload_gcoll.c).  The barriers of MPI_Init and MPI_Finalize: the site's
+ * barrier, its rank 0 exchanges one zero-byte message with every other site's rank 0
+ * (CTX_LAYER), the site's barrier again.  What the layer cannot do across sites is refused by
+ * the generated guards (mln_pl_grid_refuse).
  */
 #include "preload_int.h"
 #include "preload_grid.h"
@@ -86,8 +88,8 @@ int mln_pl_grid_refuse(const char *call, int on_world)
     for (int i = 0; g != NULL && i < g->nsaid; i++)
         said |= g->said[i] == call;
     if (!said) {
-        fprintf(stderr, "multilane grid: %s%s across sites is not supported yet\n", call,
-                on_world ? " on MPI_COMM_WORLD" : "");
+        fprintf(stderr, "multilane grid: %s%s is not supported yet\n", call,
+                on_world ? " on a communicator that spans sites" : " under `multilane grid run`");
         if (g != NULL && g->nsaid < GRID_SAID_MAX)
             g->said[g->nsaid++] = call;
     }
@@ -129,7 +131,7 @@ static void grid_fatal(int code, const char *line, void *arg)
 /* ---- datatypes ------------------------------------------------------------------------------ */
 
 /* 1 when count x dtype is one block of bytes at buf + *lb. */
-static int dtype_block(MPI_Datatype dtype, MPI_Count count, MPI_Aint *lb)
+int mln_pl_dtype_block(MPI_Datatype dtype, MPI_Count count, MPI_Aint *lb)
 {
     MPI_Count size = 0, tlb = 0, text = 0, elb = 0, ext = 0;
 
@@ -150,7 +152,7 @@ static mln_status_t send_bytes(const mln_pl_req_t *r, int always_copy, const voi
 
     *copy = NULL;
     *n = (uint64_t)mln_pl_bytes(r->count, r->dtype);
-    if (dtype_block(r->dtype, r->count, &lb)) {
+    if (mln_pl_dtype_block(r->dtype, r->count, &lb)) {
         *data = (const char *)r->buf + lb;
         if (!always_copy || *n == 0)
             return MLN_OK;
@@ -189,7 +191,7 @@ static mln_status_t unpack(const mln_relay_msg_t *m, void *buf, MPI_Count count,
         n = room;
     *got = n;
     MPI_Type_size_x(dtype, &size);
-    if (n > 0 && dtype_block(dtype, count, &lb))
+    if (n > 0 && mln_pl_dtype_block(dtype, count, &lb))
         memcpy((char *)buf + lb, m->data, (size_t)n);
     else if (n > 0 && size > 0 && n / size > 0 && n <= INT_MAX)
         MPI_Unpack(m->data, (int)n, &pos, buf, (int)(n / size), dtype, MPI_COMM_WORLD);
@@ -198,9 +200,10 @@ static mln_status_t unpack(const mln_relay_msg_t *m, void *buf, MPI_Count count,
     return (uint64_t)n < m->len ? MLN_ERR_TRUNCATE : MLN_OK;
 }
 
-void mln_pl_grid_remote_status(const mln_relay_msg_t *m, MPI_Count got, MPI_Status *st)
+void mln_pl_grid_remote_status(const mln_pl_gcomm_t *c, const mln_relay_msg_t *m, MPI_Count got,
+                               MPI_Status *st)
 {
-    st->MPI_SOURCE = m->src;
+    st->MPI_SOURCE = c->of_global[m->src];
     st->MPI_TAG = m->tag;
     MPI_Status_set_elements_x(st, MPI_BYTE, got);
     MPI_Status_set_cancelled(st, 0);
@@ -208,12 +211,11 @@ void mln_pl_grid_remote_status(const mln_relay_msg_t *m, MPI_Count got, MPI_Stat
 
 /* ---- sends ---------------------------------------------------------------------------------- */
 
-/* A send to a rank of this site: MPI's own, on the duplicate (blocking: its nonblocking form
- * waited for while the relay moves). */
+/* A send to a rank of this site: MPI's own, on the communicator's private one (blocking: its
+ * nonblocking form waited for while the relay moves). */
 static int local_send(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype,
-                      int dest, int tag, int mode, MPI_Request *request)
+                      int dest, int tag, MPI_Comm c, int mode, MPI_Request *request)
 {
-    MPI_Comm c = mln_pl.grid->local;
     MPI_Request req = MPI_REQUEST_NULL, *out = mode == 0 ? &req : request;
     int rc;
 
@@ -241,21 +243,20 @@ static int local_send(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Data
 }
 
 int mln_pl_grid_send(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype, int dest,
-                     int tag, int mode, MPI_Request *request)
+                     int tag, MPI_Comm comm, int mode, MPI_Request *request)
 {
-    mln_pl_grid_t *g = mln_pl.grid;
+    mln_pl_gcomm_t *c = mln_pl_gcomm(comm);
 
-    if (dest != MPI_PROC_NULL && (dest < 0 || dest >= g->size))
+    if (dest != MPI_PROC_NULL && (dest < 0 || dest >= c->size))
         return mln_pl_grid_fail(MPI_ERR_RANK);
-    if (dest == MPI_PROC_NULL || mln_pl_grid_is_local(g, dest))
-        return local_send(op, buf, count, dtype, dest == MPI_PROC_NULL ? dest : dest - g->first,
-                          tag, mode, request);
+    if (dest == MPI_PROC_NULL || mln_pl_grid_is_local(c, dest))
+        return local_send(op, buf, count, dtype, dest == MPI_PROC_NULL ? dest : c->lrank[dest], tag,
+                          c->local, mode, request);
     if (tag < 0)
         return mln_pl_grid_fail(MPI_ERR_TAG);
     if (mode == 0)
-        return mln_pl_blocking(op, (void *)buf, count, dtype, dest, tag, MPI_COMM_WORLD,
-                               MPI_STATUS_IGNORE);
-    return mln_pl_req_make(op, buf, count, dtype, dest, tag, MPI_COMM_WORLD, mode == 2, request);
+        return mln_pl_blocking(op, (void *)buf, count, dtype, dest, tag, comm, MPI_STATUS_IGNORE);
+    return mln_pl_req_make(op, buf, count, dtype, dest, tag, comm, mode == 2, request);
 }
 
 static mln_status_t send_begin(mln_pl_grid_t *g, mln_pl_req_t *r)
@@ -281,7 +282,7 @@ static mln_status_t send_begin(mln_pl_grid_t *g, mln_pl_req_t *r)
         d->comm = r->comm;
     }
     d->copy = copy;
-    st = mln_relay_isend(g->relay, r->peer, MLN_RELAY_CTX_WORLD, r->tag, data, n,
+    st = mln_relay_isend(g->relay, r->gc->world[r->peer], r->gc->ctx, r->tag, data, n,
                          r->op == MLN_PL_SSEND, &d->rsend);
     if (st != MLN_OK) {
         if (d != r) {
@@ -314,11 +315,11 @@ static void sends_progress(mln_pl_grid_t *g)
 
 /* ---- receives ------------------------------------------------------------------------------- */
 
-int mln_pl_grid_recv(void *buf, MPI_Count count, MPI_Datatype dtype, int source, int tag, int mode,
-                     MPI_Request *request, MPI_Status *status)
+int mln_pl_grid_recv(void *buf, MPI_Count count, MPI_Datatype dtype, int source, int tag,
+                     MPI_Comm comm, int mode, MPI_Request *request, MPI_Status *status)
 {
-    mln_pl_grid_t *g = mln_pl.grid;
-    MPI_Comm c = g->local;
+    mln_pl_gcomm_t *gc = mln_pl_gcomm(comm);
+    MPI_Comm c = gc->local;
     int rc;
 
     if (source == MPI_PROC_NULL) { /* MPI's own answer (source MPI_PROC_NULL, no data) */
@@ -330,21 +331,20 @@ int mln_pl_grid_recv(void *buf, MPI_Count count, MPI_Datatype dtype, int source,
             rc = MLN_PL_REAL(Recv_init, count, buf, count, dtype, source, tag, c, request);
         return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
     }
-    if (source != MPI_ANY_SOURCE && (source < 0 || source >= g->size))
+    if (source != MPI_ANY_SOURCE && (source < 0 || source >= gc->size))
         return mln_pl_grid_fail(MPI_ERR_RANK);
     if (tag < 0 && tag != MPI_ANY_TAG)
         return mln_pl_grid_fail(MPI_ERR_TAG);
     if (mode == 0)
-        return mln_pl_blocking(MLN_PL_RECV, buf, count, dtype, source, tag, MPI_COMM_WORLD, status);
-    return mln_pl_req_make(MLN_PL_RECV, buf, count, dtype, source, tag, MPI_COMM_WORLD, mode == 2,
-                           request);
+        return mln_pl_blocking(MLN_PL_RECV, buf, count, dtype, source, tag, comm, status);
+    return mln_pl_req_make(MLN_PL_RECV, buf, count, dtype, source, tag, comm, mode == 2, request);
 }
 
 mln_status_t mln_pl_grid_begin(mln_pl_req_t *r)
 {
     mln_pl_grid_t *g = mln_pl.grid;
 
-    if (g == NULL)
+    if (g == NULL || (r->gc = mln_pl_gcomm(r->comm)) == NULL)
         return MLN_ERR_ARG;
     r->mreq = MPI_REQUEST_NULL;
     if (r->op != MLN_PL_RECV)
@@ -368,24 +368,26 @@ static void posted_del(mln_pl_grid_t *g, mln_pl_req_t *r)
 }
 
 /* The oldest message of another site that (source, tag) matches, or NULL. */
-mln_relay_msg_t *mln_pl_grid_arrived(mln_pl_grid_t *g, int source, int tag)
+mln_relay_msg_t *mln_pl_grid_arrived(mln_pl_grid_t *g, mln_pl_gcomm_t *c, int source, int tag)
 {
-    for (mln_relay_msg_t *m = mln_relay_arrived(g->relay, MLN_RELAY_CTX_WORLD); m; m = m->next)
-        if ((source == MPI_ANY_SOURCE || m->src == source) && (tag == MPI_ANY_TAG || m->tag == tag))
+    const int src = source == MPI_ANY_SOURCE ? -1 : c->world[source];
+
+    for (mln_relay_msg_t *m = mln_relay_arrived(g->relay, c->ctx); m; m = m->next)
+        if ((src < 0 || m->src == src) && (tag == MPI_ANY_TAG || m->tag == tag))
             return m;
     return NULL;
 }
 
 /* MPI's probe of a same-site message that (source, tag) matches (matched: takes it). */
-int mln_pl_grid_local_probe(mln_pl_grid_t *g, int source, int tag, int matched, int *flag,
+int mln_pl_grid_local_probe(mln_pl_gcomm_t *c, int source, int tag, int matched, int *flag,
                             MPI_Message *msg, MPI_Status *st)
 {
-    int src = source == MPI_ANY_SOURCE ? source : source - g->first;
-    int rc = matched ? mln_pmpi.Improbe(src, tag, g->local, flag, msg, st)
-                     : mln_pmpi.Iprobe(src, tag, g->local, flag, st);
+    int src = source == MPI_ANY_SOURCE ? source : c->lrank[source];
+    int rc = matched ? mln_pmpi.Improbe(src, tag, c->local, flag, msg, st)
+                     : mln_pmpi.Iprobe(src, tag, c->local, flag, st);
 
     if (rc == MPI_SUCCESS && *flag && st->MPI_SOURCE >= 0)
-        st->MPI_SOURCE += g->first;
+        st->MPI_SOURCE = c->of_local[st->MPI_SOURCE];
     return rc;
 }
 
@@ -411,7 +413,7 @@ void mln_pl_grid_remote_deliver(mln_pl_grid_t *g, mln_pl_req_t *r, mln_relay_msg
 
     memset(&st, 0, sizeof(st));
     s = unpack(m, r->buf, r->count, r->dtype, &got);
-    mln_pl_grid_remote_status(m, got, &st);
+    mln_pl_grid_remote_status(r->gc, m, got, &st);
     if (!taken)
         mln_relay_take(g->relay, m);
     mln_relay_msg_free(m);
@@ -422,13 +424,13 @@ void mln_pl_grid_remote_deliver(mln_pl_grid_t *g, mln_pl_req_t *r, mln_relay_msg
 static int match_one(mln_pl_grid_t *g, mln_pl_req_t *r)
 {
     const int any = r->peer == MPI_ANY_SOURCE;
-    const int look_local = any || mln_pl_grid_is_local(g, r->peer),
+    const int look_local = any || mln_pl_grid_is_local(r->gc, r->peer),
               look_remote = any || !look_local;
 
     for (int pass = 0; pass < 2; pass++) {
         int remote = pass == 0 ? g->remote_first : !g->remote_first;
         if (remote && look_remote) {
-            mln_relay_msg_t *m = mln_pl_grid_arrived(g, r->peer, r->tag);
+            mln_relay_msg_t *m = mln_pl_grid_arrived(g, r->gc, r->peer, r->tag);
             if (m == NULL)
                 continue;
             posted_del(g, r);
@@ -437,7 +439,8 @@ static int match_one(mln_pl_grid_t *g, mln_pl_req_t *r)
             MPI_Message msg;
             MPI_Status st;
             int flag = 0;
-            if (mln_pl_grid_local_probe(g, r->peer, r->tag, 1, &flag, &msg, &st) != MPI_SUCCESS ||
+            if (mln_pl_grid_local_probe(r->gc, r->peer, r->tag, 1, &flag, &msg, &st) !=
+                    MPI_SUCCESS ||
                 !flag)
                 continue;
             posted_del(g, r);
@@ -466,7 +469,7 @@ static void mrecvs_progress(mln_pl_grid_t *g)
         }
         *pp = r->next_grid;
         if (st.MPI_SOURCE >= 0)
-            st.MPI_SOURCE += g->first;
+            st.MPI_SOURCE = r->gc->of_local[st.MPI_SOURCE];
         if (rc != MPI_SUCCESS) /* a code (MPICH's carry more than the class) */
             MPI_Error_class(rc, &rc);
         mln_pl_req_done(r,
@@ -484,6 +487,7 @@ void mln_pl_grid_progress(void)
     mln_relay_progress(g->relay, 0);
     if (g->sends)
         sends_progress(g);
+    mln_pl_gcoll_progress(g);
     for (mln_pl_req_t *r = g->posted, *next; r; r = next) {
         next = r->next_grid;
         match_one(g, r);
@@ -584,36 +588,7 @@ static int grid_barrier(mln_pl_grid_t *g)
     return rc;
 }
 
-int mln_pl_grid_Barrier(MPI_Comm comm)
-{
-    int rc;
-
-    (void)comm;
-    MLN_PL_LOCK();
-    rc = grid_barrier(mln_pl.grid);
-    MLN_PL_UNLOCK();
-    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
-}
-
-/* ---- the world's size and ranks, MPI_Abort --------------------------------------------------- */
-
-int mln_pl_Comm_size(MPI_Comm comm, int *size)
-{
-    if (mln_pl.grid != NULL && comm == MPI_COMM_WORLD) {
-        *size = mln_pl.grid->size;
-        return MPI_SUCCESS;
-    }
-    return mln_pmpi.Comm_size(comm, size);
-}
-
-int mln_pl_Comm_rank(MPI_Comm comm, int *rank)
-{
-    if (mln_pl.grid != NULL && comm == MPI_COMM_WORLD) {
-        *rank = mln_pl.grid->rank;
-        return MPI_SUCCESS;
-    }
-    return mln_pmpi.Comm_rank(comm, rank);
-}
+/* ---- MPI_Abort ------------------------------------------------------------------------------ */
 
 int mln_pl_Abort(MPI_Comm comm, int errorcode)
 {
@@ -669,6 +644,8 @@ void mln_pl_grid_start(void)
     if (mln_pmpi.Comm_dup(MPI_COMM_WORLD, &g->local) != MPI_SUCCESS)
         start_failed("MPI refused a duplicate of the site's MPI_COMM_WORLD", lrank);
     MPI_Comm_set_errhandler(g->local, MPI_ERRORS_RETURN);
+    if (mln_pl_gcomm_world(g) != MPI_SUCCESS)
+        start_failed("out of memory", lrank);
     g->posted_tail = &g->posted;
     mln_pl.grid = g;
     mln_pl_grid_on = 1;
@@ -708,6 +685,13 @@ void mln_pl_grid_stop(void)
                 "still pending\n",
                 g->rank);
     mln_relay_close(g->relay);
+    while (g->comms) {
+        mln_pl_gcomm_t *c = g->comms;
+        g->comms = c->next;
+        mln_pl_gcomm_fini(c);
+        free(c);
+    }
+    mln_pl_gcomm_fini(&g->world);
     MPI_Comm_free(&g->local);
     while (g->msgs) {
         grid_msg_t *gm = g->msgs;

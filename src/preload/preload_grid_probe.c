@@ -1,5 +1,5 @@
 /*
- * preload_grid_probe.c - probes on the grid's MPI_COMM_WORLD (grid mode, preload_grid.c).
+ * preload_grid_probe.c - probes on grid communicators (grid mode, preload_grid.c).
  *
  * A probe looks where a receive would (the relay's arrived messages, MPI's own on the site's
  * duplicate) after a progress pass, so that receives posted before it take their messages
@@ -15,11 +15,11 @@
 #include <string.h>
 
 /* One look for a message (source, tag): *flag, the status; matched: taken, *message. */
-static int probe_once(mln_pl_grid_t *g, int source, int tag, int matched, int *flag,
-                      MPI_Message *message, MPI_Status *status)
+static int probe_once(mln_pl_grid_t *g, mln_pl_gcomm_t *c, int source, int tag, int matched,
+                      int *flag, MPI_Message *message, MPI_Status *status)
 {
     const int any = source == MPI_ANY_SOURCE;
-    const int look_local = any || mln_pl_grid_is_local(g, source), look_remote = any || !look_local;
+    const int look_local = any || mln_pl_grid_is_local(c, source), look_remote = any || !look_local;
     MPI_Status st;
     int rc = MPI_SUCCESS;
 
@@ -31,10 +31,10 @@ static int probe_once(mln_pl_grid_t *g, int source, int tag, int matched, int *f
     for (int pass = 0; pass < 2 && !*flag; pass++) {
         int remote = pass == 0 ? g->remote_first : !g->remote_first;
         if (remote && look_remote) {
-            mln_relay_msg_t *m = mln_pl_grid_arrived(g, source, tag);
+            mln_relay_msg_t *m = mln_pl_grid_arrived(g, c, source, tag);
             if (m == NULL)
                 continue;
-            mln_pl_grid_remote_status(m, (MPI_Count)m->len, &st);
+            mln_pl_grid_remote_status(c, m, (MPI_Count)m->len, &st);
             *flag = 1;
             if (matched) {
                 grid_msg_t *gm = calloc(1, sizeof(*gm));
@@ -53,13 +53,14 @@ static int probe_once(mln_pl_grid_t *g, int source, int tag, int matched, int *f
                 }
                 mln_relay_take(g->relay, m);
                 gm->m = m;
+                gm->c = c;
                 gm->next = g->msgs;
                 g->msgs = gm;
                 *message = gm->handle;
             }
         } else if (!remote && look_local) {
             MPI_Message msg = MPI_MESSAGE_NULL;
-            rc = mln_pl_grid_local_probe(g, source, tag, matched, flag, &msg, &st);
+            rc = mln_pl_grid_local_probe(c, source, tag, matched, flag, &msg, &st);
             if (rc != MPI_SUCCESS)
                 return rc;
             if (*flag && matched) {
@@ -67,6 +68,7 @@ static int probe_once(mln_pl_grid_t *g, int source, int tag, int matched, int *f
                 if (gm == NULL)
                     return MPI_ERR_NO_MEM;
                 gm->handle = *message = msg;
+                gm->c = c;
                 gm->next = g->msgs;
                 g->msgs = gm;
             }
@@ -81,22 +83,23 @@ static int probe_once(mln_pl_grid_t *g, int source, int tag, int matched, int *f
     return rc;
 }
 
-static int probe_loop(int source, int tag, int blocking, int matched, int *flag,
+static int probe_loop(int source, int tag, MPI_Comm comm, int blocking, int matched, int *flag,
                       MPI_Message *message, MPI_Status *status)
 {
     mln_pl_grid_t *g = mln_pl.grid;
+    mln_pl_gcomm_t *c = mln_pl_gcomm(comm);
     int rc, found = 0, spins = 0;
 
-    if (source != MPI_ANY_SOURCE && source != MPI_PROC_NULL && (source < 0 || source >= g->size))
+    if (source != MPI_ANY_SOURCE && source != MPI_PROC_NULL && (source < 0 || source >= c->size))
         return mln_pl_grid_fail(MPI_ERR_RANK);
     MLN_PL_LOCK();
     for (;;) {
         mln_pl_progress();           /* posted receives take their messages first */
         if (source == MPI_PROC_NULL) /* MPI's own answer */
-            rc = matched ? mln_pmpi.Improbe(source, tag, g->local, &found, message, status)
-                         : mln_pmpi.Iprobe(source, tag, g->local, &found, status);
+            rc = matched ? mln_pmpi.Improbe(source, tag, c->local, &found, message, status)
+                         : mln_pmpi.Iprobe(source, tag, c->local, &found, status);
         else
-            rc = probe_once(g, source, tag, matched, &found, message, status);
+            rc = probe_once(g, c, source, tag, matched, &found, message, status);
         if (rc != MPI_SUCCESS || found || !blocking)
             break;
         mln_pl_idle(&spins);
@@ -107,15 +110,16 @@ static int probe_loop(int source, int tag, int blocking, int matched, int *flag,
     return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
 }
 
-int mln_pl_grid_probe(int source, int tag, int blocking, int *flag, MPI_Status *status)
+int mln_pl_grid_probe(int source, int tag, MPI_Comm comm, int blocking, int *flag,
+                      MPI_Status *status)
 {
-    return probe_loop(source, tag, blocking, 0, flag, NULL, status);
+    return probe_loop(source, tag, comm, blocking, 0, flag, NULL, status);
 }
 
-int mln_pl_grid_mprobe(int source, int tag, int blocking, int *flag, MPI_Message *message,
-                       MPI_Status *status)
+int mln_pl_grid_mprobe(int source, int tag, MPI_Comm comm, int blocking, int *flag,
+                       MPI_Message *message, MPI_Status *status)
 {
-    return probe_loop(source, tag, blocking, 1, flag, message, status);
+    return probe_loop(source, tag, comm, blocking, 1, flag, message, status);
 }
 
 int mln_pl_grid_mrecv(void *buf, MPI_Count count, MPI_Datatype dtype, MPI_Message *message,
@@ -143,10 +147,11 @@ int mln_pl_grid_mrecv(void *buf, MPI_Count count, MPI_Datatype dtype, MPI_Messag
         return 1;
     }
     r->grid = 1;
+    r->gc = gm->c;
     r->buf = buf;
     r->count = count;
     r->dtype = dtype;
-    r->comm = MPI_COMM_WORLD;
+    r->comm = gm->c->handle;
     r->handle = r->greq;
     mln_pl_req_map_add(r);
     if (gm->m != NULL) { /* another site's: its stand-in is received, its bytes unpacked */

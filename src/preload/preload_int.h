@@ -65,6 +65,7 @@ struct mln_pl_req {
     MPI_Request pair[2];    /* MLN_PL_PAIR: its receive and its send, not yet completed */
     /* grid mode (preload_grid.c): an operation on the grid world */
     int grid;
+    struct mln_pl_gcomm *gc; /* the grid communicator (preload_grid.h) */
     mln_relay_send_t *rsend; /* a send to another site, while the relay moves it */
     MPI_Request mreq;        /* a receive matched to a same-site message: MPI's Imrecv */
     mln_pl_req_t *next_grid; /* on one of the grid's lists (posted, sends, mrecvs) */
@@ -148,8 +149,9 @@ void mln_pl_unlock(void);
 #define MLN_PL_REAL(fn, count, ...) mln_pmpi.fn(__VA_ARGS__)
 #endif
 
-/* The call is on the grid's world (grid mode, MPI_COMM_WORLD): preload_grid.c runs it. */
-#define MLN_PL_GRID(comm) (mln_pl_grid_on && (comm) == MPI_COMM_WORLD)
+/* The call is on a communicator that spans sites (grid mode: MPI_COMM_WORLD, and those made
+ * from it that keep ranks of several sites): preload_grid.c runs it. */
+#define MLN_PL_GRID(comm) (mln_pl_grid_on && mln_pl_grid_spans(comm))
 /* The engine or the relay may have work: a wait must move them (grid mode: always). */
 #define MLN_PL_BUSY() (mln_pl.grid != NULL || mln_stripe_busy() || mln_pl.running != NULL)
 
@@ -214,16 +216,17 @@ void mln_pl_grid_idle(int *spins); /* one idle step of a wait (the lock let go) 
 void mln_pl_grid_stats(char *out, size_t len, int *rank, int *size);
 /* comm's error handler, after telling the other sites where it is fatal. */
 void mln_pl_grid_error(MPI_Comm comm, int code);
-/* Point-to-point on the grid world; mode: 0 blocking, 1 nonblocking, 2 persistent. */
+/* Point-to-point on a grid communicator; mode: 0 blocking, 1 nonblocking, 2 persistent. */
 int mln_pl_grid_send(mln_pl_op_t op, const void *buf, MPI_Count count, MPI_Datatype dtype, int dest,
-                     int tag, int mode, MPI_Request *request);
-int mln_pl_grid_recv(void *buf, MPI_Count count, MPI_Datatype dtype, int source, int tag, int mode,
-                     MPI_Request *request, MPI_Status *status);
+                     int tag, MPI_Comm comm, int mode, MPI_Request *request);
+int mln_pl_grid_recv(void *buf, MPI_Count count, MPI_Datatype dtype, int source, int tag,
+                     MPI_Comm comm, int mode, MPI_Request *request, MPI_Status *status);
 mln_status_t mln_pl_grid_begin(mln_pl_req_t *r); /* starts r's operation (mln_pl_start) */
 void mln_pl_grid_cancel(mln_pl_req_t *r);
-int mln_pl_grid_probe(int source, int tag, int blocking, int *flag, MPI_Status *status);
-int mln_pl_grid_mprobe(int source, int tag, int blocking, int *flag, MPI_Message *message,
-                       MPI_Status *status);
+int mln_pl_grid_probe(int source, int tag, MPI_Comm comm, int blocking, int *flag,
+                      MPI_Status *status);
+int mln_pl_grid_mprobe(int source, int tag, MPI_Comm comm, int blocking, int *flag,
+                       MPI_Message *message, MPI_Status *status);
 /* A receive of a message a grid probe matched: 1 when message is one (then rc), else 0. */
 int mln_pl_grid_mrecv(void *buf, MPI_Count count, MPI_Datatype dtype, MPI_Message *message,
                       MPI_Request *request, MPI_Status *status, int *rc);

@@ -177,7 +177,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
         MLN_PL_LOCK();                                                                             \
         mln_engine = !MLN_PL_GRID(comm) && mln_pl_send_engine(comm, dest, count, datatype);        \
         if (MLN_PL_GRID(comm)) {                                                                   \
-            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, 0, NULL);               \
+            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, comm, 0, NULL);         \
         } else if (mln_engine) {                                                                   \
             mln_rc = mln_pl_blocking(OP, (void *)buf, count, datatype, dest, tag, comm,            \
                                      MPI_STATUS_IGNORE);                                           \
@@ -199,7 +199,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
         if (MLN_PL_GRID(comm))                                                                     \
-            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, 1, request);            \
+            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, comm, 1, request);      \
         else if (mln_pl_send_engine(comm, dest, count, datatype))                                  \
             mln_rc = mln_pl_req_make(OP, buf, count, datatype, dest, tag, comm, 0, request);       \
         else                                                                                       \
@@ -215,7 +215,7 @@ static int plain_poll(int rc, MPI_Request *req, MPI_Status *status)
             return MLN_PL_REAL(IFN, count, buf, count, datatype, dest, tag, comm, request);        \
         MLN_PL_LOCK();                                                                             \
         if (MLN_PL_GRID(comm))                                                                     \
-            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, 2, request);            \
+            mln_rc = mln_pl_grid_send(OP, buf, count, datatype, dest, tag, comm, 2, request);      \
         else if (mln_pl_send_engine(comm, dest, count, datatype))                                  \
             mln_rc = mln_pl_req_make(OP, buf, count, datatype, dest, tag, comm, 1, request);       \
         else                                                                                       \
@@ -308,7 +308,7 @@ int mln_pl_Recv(void *buf, MPI_Count count, MPI_Datatype datatype, int source, i
         return MLN_PL_REAL(Recv, count, buf, count, datatype, source, tag, comm, status);
     MLN_PL_LOCK();
     if (MLN_PL_GRID(comm)) {
-        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, 0, NULL, status);
+        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, comm, 0, NULL, status);
     } else if (mln_pl_recv_engine(comm, source)) {
         rc = mln_pl_blocking(MLN_PL_RECV, buf, count, datatype, source, tag, comm, status);
     } else if (mln_stripe_busy() || mln_pl.running) {
@@ -331,7 +331,7 @@ int mln_pl_Irecv(void *buf, MPI_Count count, MPI_Datatype datatype, int source, 
         return MLN_PL_REAL(Irecv, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_LOCK();
     if (MLN_PL_GRID(comm))
-        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, 1, request, NULL);
+        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, comm, 1, request, NULL);
     else if (mln_pl_recv_engine(comm, source))
         rc = mln_pl_req_make(MLN_PL_RECV, buf, count, datatype, source, tag, comm, 0, request);
     else
@@ -349,7 +349,7 @@ int mln_pl_Recv_init(void *buf, MPI_Count count, MPI_Datatype datatype, int sour
         return MLN_PL_REAL(Recv_init, count, buf, count, datatype, source, tag, comm, request);
     MLN_PL_LOCK();
     if (MLN_PL_GRID(comm))
-        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, 2, request, NULL);
+        rc = mln_pl_grid_recv(buf, count, datatype, source, tag, comm, 2, request, NULL);
     else if (mln_pl_recv_engine(comm, source))
         rc = mln_pl_req_make(MLN_PL_RECV, buf, count, datatype, source, tag, comm, 1, request);
     else

@@ -204,7 +204,7 @@ int mln_pl_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *sta
     if (!mln_pl_p2p)
         return mln_pmpi.Iprobe(source, tag, comm, flag, status);
     if (MLN_PL_GRID(comm))
-        return mln_pl_grid_probe(source, tag, 0, flag, status);
+        return mln_pl_grid_probe(source, tag, comm, 0, flag, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source)) {
         if (mln_stripe_busy() || mln_pl.running)
@@ -225,7 +225,7 @@ int mln_pl_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
     if (!mln_pl_p2p)
         return mln_pmpi.Probe(source, tag, comm, status);
     if (MLN_PL_GRID(comm))
-        return mln_pl_grid_probe(source, tag, 1, NULL, status);
+        return mln_pl_grid_probe(source, tag, comm, 1, NULL, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running) {
         MLN_PL_UNLOCK();
@@ -362,7 +362,7 @@ int mln_pl_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *m
     if (!mln_pl_p2p)
         return mln_pmpi.Improbe(source, tag, comm, flag, message, status);
     if (MLN_PL_GRID(comm))
-        return mln_pl_grid_mprobe(source, tag, 0, flag, message, status);
+        return mln_pl_grid_mprobe(source, tag, comm, 0, flag, message, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source)) {
         if (mln_stripe_busy() || mln_pl.running)
@@ -383,7 +383,7 @@ int mln_pl_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_
     if (!mln_pl_p2p)
         return mln_pmpi.Mprobe(source, tag, comm, message, status);
     if (MLN_PL_GRID(comm))
-        return mln_pl_grid_mprobe(source, tag, 1, NULL, message, status);
+        return mln_pl_grid_mprobe(source, tag, comm, 1, NULL, message, status);
     MLN_PL_LOCK();
     if (!mln_pl_recv_engine(comm, source) && !mln_stripe_busy() && !mln_pl.running) {
         MLN_PL_UNLOCK();

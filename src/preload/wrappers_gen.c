@@ -716,7 +716,7 @@ int MPI_Barrier(MPI_Comm comm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Barrier(comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_Barrier(comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -732,8 +732,8 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Reduce", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -752,8 +752,8 @@ int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Reduce_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -772,8 +772,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Allreduce", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -791,8 +791,8 @@ int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Allreduce_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -812,8 +812,9 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Gather", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                  comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -836,8 +837,9 @@ int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                  comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Gather_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                  comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -861,8 +863,9 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                                 root, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Gatherv", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Gatherv(sendbuf, sendcount, sendtype, recvbuf, mln_cv_int(recvcounts),
+                                   mln_cv_int(displs), recvtype, root, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -886,8 +889,9 @@ int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                   recvtype, root, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Gatherv_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Gatherv(sendbuf, sendcount, sendtype, recvbuf, mln_cv_count(recvcounts),
+                                   mln_cv_aint(displs), recvtype, root, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -910,8 +914,9 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                 comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Scatter", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -934,8 +939,9 @@ int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                   comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Scatter_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -959,8 +965,9 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                  recvtype, root, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Scatterv", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Scatterv(sendbuf, mln_cv_int(sendcounts), mln_cv_int(displs), sendtype,
+                                    recvbuf, recvcount, recvtype, root, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -984,8 +991,9 @@ int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                    recvtype, root, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Scatterv_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Scatterv(sendbuf, mln_cv_count(sendcounts), mln_cv_aint(displs),
+                                    sendtype, recvbuf, recvcount, recvtype, root, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1008,8 +1016,9 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Allgather", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1031,8 +1040,9 @@ int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                     comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Allgather_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1055,8 +1065,9 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                    recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Allgatherv", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, mln_cv_int(recvcounts),
+                                      mln_cv_int(displs), recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1080,8 +1091,10 @@ int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                      recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Allgatherv_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                      mln_cv_count(recvcounts), mln_cv_aint(displs), recvtype,
+                                      comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1104,8 +1117,9 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Alltoall", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1127,8 +1141,9 @@ int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                    comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Alltoall_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1152,8 +1167,10 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                   rdispls, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Alltoallv", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Alltoallv(sendbuf, mln_cv_int(sendcounts), mln_cv_int(sdispls), sendtype,
+                                     recvbuf, mln_cv_int(recvcounts), mln_cv_int(rdispls), recvtype,
+                                     comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1178,8 +1195,10 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                     rdispls, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Alltoallv_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Alltoallv(sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls),
+                                     sendtype, recvbuf, mln_cv_count(recvcounts),
+                                     mln_cv_aint(rdispls), recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1204,8 +1223,10 @@ int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                   rdispls, recvtypes, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Alltoallw", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Alltoallw(sendbuf, mln_cv_int(sendcounts), mln_cv_int(sdispls),
+                                     sendtypes, recvbuf, mln_cv_int(recvcounts),
+                                     mln_cv_int(rdispls), recvtypes, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1230,8 +1251,10 @@ int MPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                     rdispls, recvtypes, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Alltoallw_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Alltoallw(sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls),
+                                     sendtypes, recvbuf, mln_cv_count(recvcounts),
+                                     mln_cv_aint(rdispls), recvtypes, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1254,8 +1277,9 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Reduce_scatter", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Reduce_scatter(sendbuf, recvbuf, mln_cv_int(recvcounts), datatype, op,
+                                          comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1275,8 +1299,9 @@ int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count rec
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Reduce_scatter_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Reduce_scatter(sendbuf, recvbuf, mln_cv_count(recvcounts), datatype, op,
+                                          comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1297,8 +1322,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Reduce_scatter_block", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1319,8 +1344,8 @@ int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count rec
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Reduce_scatter_block_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1341,8 +1366,8 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatyp
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan(sendbuf, recvbuf, count, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Scan", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Scan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1360,8 +1385,8 @@ int MPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan_c(sendbuf, recvbuf, count, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Scan_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Scan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1379,8 +1404,8 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan(sendbuf, recvbuf, count, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Exscan", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1398,8 +1423,8 @@ int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan_c(sendbuf, recvbuf, count, datatype, op, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Exscan_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1418,7 +1443,7 @@ int MPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgather", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1443,7 +1468,7 @@ int MPI_Neighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgather_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1468,7 +1493,7 @@ int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sen
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                             displs, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgatherv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1495,7 +1520,7 @@ int MPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                               displs, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1521,7 +1546,7 @@ int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                           recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoall", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1546,7 +1571,7 @@ int MPI_Neighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Dataty
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoall_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1571,7 +1596,7 @@ int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const in
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                            recvcounts, rdispls, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallv", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1599,7 +1624,7 @@ int MPI_Neighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                              recvcounts, rdispls, recvtype, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1627,7 +1652,7 @@ int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MP
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                            recvcounts, rdispls, recvtypes, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallw", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1655,7 +1680,7 @@ int MPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                              recvcounts, rdispls, recvtypes, comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_c", 1);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
@@ -1697,38 +1722,595 @@ int PMPI_Buffer_detach_c(void *buffer_addr, MPI_Count *size)
     __attribute__((alias("MPI_Buffer_detach_c")));
 
 #endif
+#if defined(MLN_PL_HAVE_Ibarrier)
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ibarrier(comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ibarrier(comm, request);
+    return mln_pmpi.Ibarrier(comm, request);
+}
+int PMPI_Ibarrier(MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Ibarrier")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ibcast)
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                MPI_Request *request)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ibcast(buffer, count, datatype, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ibcast", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ibcast(buffer, count, datatype, root, comm, request);
     return mln_pmpi.Ibcast(buffer, count, datatype, root, comm, request);
 }
 int PMPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                 MPI_Request *request) __attribute__((alias("MPI_Ibcast")));
 
-#if MLN_PL_BIGCOUNT
+#endif
+#if defined(MLN_PL_HAVE_Ibcast_c)
 int MPI_Ibcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
                  MPI_Request *request)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ibcast_c(buffer, count, datatype, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ibcast_c", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ibcast(buffer, count, datatype, root, comm, request);
     return mln_pmpi.Ibcast_c(buffer, count, datatype, root, comm, request);
 }
 int PMPI_Ibcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
                   MPI_Request *request) __attribute__((alias("MPI_Ibcast_c")));
 
 #endif
+#if defined(MLN_PL_HAVE_Ireduce)
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    return mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+int PMPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_c)
+int MPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    return mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+int PMPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                   MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce)
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+    return mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iallreduce")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce_c)
+int MPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+    return mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iallreduce_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igather)
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm, request);
+    return mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                            request);
+}
+int PMPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request *request) __attribute__((alias("MPI_Igather")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igather_c)
+int MPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                  comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm, request);
+    return mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                              comm, request);
+}
+int PMPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                   MPI_Request *request) __attribute__((alias("MPI_Igather_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igatherv)
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                 MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                 recvtype, root, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Igatherv(sendbuf, sendcount, sendtype, recvbuf, mln_cv_int(recvcounts),
+                                    mln_cv_int(displs), recvtype, root, comm, request);
+    return mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                             root, comm, request);
+}
+int PMPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                  MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Igatherv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Igatherv_c)
+int MPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
+                   int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                   recvtype, root, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Igatherv(sendbuf, sendcount, sendtype, recvbuf, mln_cv_count(recvcounts),
+                                    mln_cv_aint(displs), recvtype, root, comm, request);
+    return mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                               root, comm, request);
+}
+int PMPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
+                    int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Igatherv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatter)
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                 comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    root, comm, request);
+    return mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                             request);
+}
+int PMPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request *request) __attribute__((alias("MPI_Iscatter")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatter_c)
+int MPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                   MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                   comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    root, comm, request);
+    return mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm, request);
+}
+int PMPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                    MPI_Request *request) __attribute__((alias("MPI_Iscatter_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv)
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                  recvtype, root, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iscatterv(sendbuf, mln_cv_int(sendcounts), mln_cv_int(displs), sendtype,
+                                     recvbuf, recvcount, recvtype, root, comm, request);
+    return mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                              root, comm, request);
+}
+int PMPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                   MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                   int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iscatterv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv_c)
+int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                    MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                    MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                    recvtype, root, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iscatterv(sendbuf, mln_cv_count(sendcounts), mln_cv_aint(displs),
+                                     sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    return mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                                root, comm, request);
+}
+int PMPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                     MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                     MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iscatterv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgather)
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                   request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                      comm, request);
+    return mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                               request);
+}
+int PMPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iallgather")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgather_c)
+int MPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                      comm, request);
+    return mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                 request);
+}
+int PMPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request *request) __attribute__((alias("MPI_Iallgather_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv)
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                    MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                    recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                       mln_cv_int(recvcounts), mln_cv_int(displs), recvtype, comm,
+                                       request);
+    return mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                                comm, request);
+}
+int PMPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                     MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iallgatherv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv_c)
+int MPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                      MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                      recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                       mln_cv_count(recvcounts), mln_cv_aint(displs), recvtype,
+                                       comm, request);
+    return mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                  recvtype, comm, request);
+}
+int PMPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                       MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iallgatherv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall)
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                  request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm, request);
+    return mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                              request);
+}
+int PMPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ialltoall")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall_c)
+int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                    comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm, request);
+    return mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                request);
+}
+int PMPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request) __attribute__((alias("MPI_Ialltoall_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv)
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                   rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ialltoallv(sendbuf, mln_cv_int(sendcounts), mln_cv_int(sdispls),
+                                      sendtype, recvbuf, mln_cv_int(recvcounts),
+                                      mln_cv_int(rdispls), recvtype, comm, request);
+    return mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                               recvtype, comm, request);
+}
+int PMPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                    MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                    const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ialltoallv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv_c)
+int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
+                     const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                     rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ialltoallv(sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls),
+                                      sendtype, recvbuf, mln_cv_count(recvcounts),
+                                      mln_cv_aint(rdispls), recvtype, comm, request);
+    return mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                 rdispls, recvtype, comm, request);
+}
+int PMPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                      MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
+                      const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request *request) __attribute__((alias("MPI_Ialltoallv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw)
+int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                   MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                   rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ialltoallw(sendbuf, mln_cv_int(sendcounts), mln_cv_int(sdispls),
+                                      sendtypes, recvbuf, mln_cv_int(recvcounts),
+                                      mln_cv_int(rdispls), recvtypes, comm, request);
+    return mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                               rdispls, recvtypes, comm, request);
+}
+int PMPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                    const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                    const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                    MPI_Request *request) __attribute__((alias("MPI_Ialltoallw")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw_c)
+int MPI_Ialltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                     const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
+                     const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                     rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ialltoallw(sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls),
+                                      sendtypes, recvbuf, mln_cv_count(recvcounts),
+                                      mln_cv_aint(rdispls), recvtypes, comm, request);
+    return mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                 rdispls, recvtypes, comm, request);
+}
+int PMPI_Ialltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                      const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
+                      const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                      MPI_Request *request) __attribute__((alias("MPI_Ialltoallw_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter)
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ireduce_scatter(sendbuf, recvbuf, mln_cv_int(recvcounts), datatype, op,
+                                           comm, request);
+    return mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+int PMPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_c)
+int MPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm,
+                                          request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ireduce_scatter(sendbuf, recvbuf, mln_cv_count(recvcounts), datatype, op,
+                                           comm, request);
+    return mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+int PMPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
+                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block)
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                              request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                 request);
+    return mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+}
+int PMPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                               MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter_block")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block_c)
+int MPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                                 request);
+    return mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                            request);
+}
+int PMPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                 MPI_Request *request)
+    __attribute__((alias("MPI_Ireduce_scatter_block_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscan)
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    return mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iscan")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iscan_c)
+int MPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    return mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                 MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iscan_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iexscan)
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    return mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iexscan")));
+
+#endif
+#if defined(MLN_PL_HAVE_Iexscan_c)
+int MPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+    return mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+int PMPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Iexscan_c")));
+
+#endif
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_dup(comm, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Comm_dup", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Comm_dup(comm, newcomm);
     int mln_rc = mln_pmpi.Comm_dup(comm, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1741,8 +2323,8 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_dup_with_info(comm, info, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Comm_dup_with_info", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Comm_dup_with_info(comm, info, newcomm);
     int mln_rc = mln_pmpi.Comm_dup_with_info(comm, info, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1756,8 +2338,8 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_split(comm, color, key, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Comm_split", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Comm_split(comm, color, key, newcomm);
     int mln_rc = mln_pmpi.Comm_split(comm, color, key, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1771,8 +2353,8 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_split_type(comm, split_type, key, info, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Comm_split_type", 1);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Comm_split_type(comm, split_type, key, info, newcomm);
     int mln_rc = mln_pmpi.Comm_split_type(comm, split_type, key, info, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -1786,7 +2368,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create(comm, group, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_create", 1);
     int mln_rc = mln_pmpi.Comm_create(comm, group, newcomm);
 
@@ -1801,7 +2383,7 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_create_group", 1);
     int mln_rc = mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
 
@@ -1835,7 +2417,7 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Intercomm_merge(intercomm, high, newintracomm);
-    if (mln_pl_grid_on && (intercomm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(intercomm)))
         return mln_pl_grid_refuse("MPI_Intercomm_merge", 1);
     int mln_rc = mln_pmpi.Intercomm_merge(intercomm, high, newintracomm);
 
@@ -1851,7 +2433,7 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
-    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
         return mln_pl_grid_refuse("MPI_Cart_create", 1);
     int mln_rc = mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
 
@@ -1866,7 +2448,7 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cart_sub", 1);
     int mln_rc = mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
 
@@ -1882,7 +2464,7 @@ int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
-    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
         return mln_pl_grid_refuse("MPI_Graph_create", 1);
     int mln_rc = mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
 
@@ -1900,7 +2482,7 @@ int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const i
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
                                           info, reorder, comm_dist_graph);
-    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
         return mln_pl_grid_refuse("MPI_Dist_graph_create", 1);
     int mln_rc = mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
                                             info, reorder, comm_dist_graph);
@@ -1923,7 +2505,7 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int so
         return mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
                                                    outdegree, destinations, destweights, info,
                                                    reorder, comm_dist_graph);
-    if (mln_pl_grid_on && (comm_old == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
         return mln_pl_grid_refuse("MPI_Dist_graph_create_adjacent", 1);
     int mln_rc = mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
                                                      outdegree, destinations, destweights, info,
@@ -1962,6 +2544,23 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
     return mln_pl_Abort(comm, errorcode);
 }
 int PMPI_Abort(MPI_Comm comm, int errorcode) __attribute__((alias("MPI_Abort")));
+
+int MPI_Comm_free(MPI_Comm *comm)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_free(comm);
+    return mln_pl_Comm_free(comm);
+}
+int PMPI_Comm_free(MPI_Comm *comm) __attribute__((alias("MPI_Comm_free")));
+
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_compare(comm1, comm2, result);
+    return mln_pl_Comm_compare(comm1, comm2, result);
+}
+int PMPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
+    __attribute__((alias("MPI_Comm_compare")));
 
 #if defined(MLN_PL_HAVE_Comm_spawn)
 int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
@@ -2071,7 +2670,7 @@ int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                        comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Allgather_init", 1);
     return mln_pmpi.Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                                    info, request);
@@ -2089,7 +2688,7 @@ int MPI_Allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                          comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Allgather_init_c", 1);
     return mln_pmpi.Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                      comm, info, request);
@@ -2108,7 +2707,7 @@ int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                         recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Allgatherv_init", 1);
     return mln_pmpi.Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                     recvtype, comm, info, request);
@@ -2127,7 +2726,7 @@ int MPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                           recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Allgatherv_init_c", 1);
     return mln_pmpi.Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                       recvtype, comm, info, request);
@@ -2144,7 +2743,7 @@ int MPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Allreduce_init", 1);
     return mln_pmpi.Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
@@ -2160,7 +2759,7 @@ int MPI_Allreduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MP
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info,
                                          request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Allreduce_init_c", 1);
     return mln_pmpi.Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
@@ -2177,7 +2776,7 @@ int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                       comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Alltoall_init", 1);
     return mln_pmpi.Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                                   info, request);
@@ -2195,7 +2794,7 @@ int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype s
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                         comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Alltoall_init_c", 1);
     return mln_pmpi.Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                     comm, info, request);
@@ -2215,7 +2814,7 @@ int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sd
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                        rdispls, recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Alltoallv_init", 1);
     return mln_pmpi.Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                    rdispls, recvtype, comm, info, request);
@@ -2235,7 +2834,7 @@ int MPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                          recvcounts, rdispls, recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Alltoallv_init_c", 1);
     return mln_pmpi.Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                      rdispls, recvtype, comm, info, request);
@@ -2256,7 +2855,7 @@ int MPI_Alltoallw_init(const void *sendbuf, const int sendcounts[], const int sd
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                        rdispls, recvtypes, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Alltoallw_init", 1);
     return mln_pmpi.Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                    rdispls, recvtypes, comm, info, request);
@@ -2278,7 +2877,7 @@ int MPI_Alltoallw_init_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                          recvcounts, rdispls, recvtypes, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Alltoallw_init_c", 1);
     return mln_pmpi.Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
                                      rdispls, recvtypes, comm, info, request);
@@ -2295,7 +2894,7 @@ int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Barrier_init(comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Barrier_init", 1);
     return mln_pmpi.Barrier_init(comm, info, request);
 }
@@ -2309,7 +2908,7 @@ int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Bcast_init(buffer, count, datatype, root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Bcast_init", 1);
     return mln_pmpi.Bcast_init(buffer, count, datatype, root, comm, info, request);
 }
@@ -2323,7 +2922,7 @@ int MPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int r
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Bcast_init_c(buffer, count, datatype, root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Bcast_init_c", 1);
     return mln_pmpi.Bcast_init_c(buffer, count, datatype, root, comm, info, request);
 }
@@ -2337,7 +2936,7 @@ int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cart_coords", 1);
     return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
 }
@@ -2350,7 +2949,7 @@ int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coor
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cart_get", 1);
     return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
 }
@@ -2363,7 +2962,7 @@ int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[]
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cart_map", 1);
     return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
 }
@@ -2376,7 +2975,7 @@ int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_rank(comm, coords, rank);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cart_rank", 1);
     return mln_pmpi.Cart_rank(comm, coords, rank);
 }
@@ -2389,7 +2988,7 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cart_shift", 1);
     return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
 }
@@ -2402,7 +3001,7 @@ int MPI_Cartdim_get(MPI_Comm comm, int *ndims)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cartdim_get(comm, ndims);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Cartdim_get", 1);
     return mln_pmpi.Cartdim_get(comm, ndims);
 }
@@ -2414,7 +3013,7 @@ int MPI_Comm_attach_buffer(MPI_Comm comm, void *buffer, int size)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_attach_buffer(comm, buffer, size);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_attach_buffer", 1);
     return mln_pmpi.Comm_attach_buffer(comm, buffer, size);
 }
@@ -2427,7 +3026,7 @@ int MPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_attach_buffer_c(comm, buffer, size);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_attach_buffer_c", 1);
     return mln_pmpi.Comm_attach_buffer_c(comm, buffer, size);
 }
@@ -2440,7 +3039,7 @@ int MPI_Comm_detach_buffer(MPI_Comm comm, void *buffer_addr, int *size)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_detach_buffer(comm, buffer_addr, size);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_detach_buffer", 1);
     return mln_pmpi.Comm_detach_buffer(comm, buffer_addr, size);
 }
@@ -2453,7 +3052,7 @@ int MPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_detach_buffer_c(comm, buffer_addr, size);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_detach_buffer_c", 1);
     return mln_pmpi.Comm_detach_buffer_c(comm, buffer_addr, size);
 }
@@ -2466,7 +3065,7 @@ int MPI_Comm_flush_buffer(MPI_Comm comm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_flush_buffer(comm);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_flush_buffer", 1);
     return mln_pmpi.Comm_flush_buffer(comm);
 }
@@ -2478,7 +3077,7 @@ int MPI_Comm_group(MPI_Comm comm, MPI_Group *group)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_group(comm, group);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_group", 1);
     return mln_pmpi.Comm_group(comm, group);
 }
@@ -2490,7 +3089,7 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_idup(comm, newcomm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_idup", 1);
     return mln_pmpi.Comm_idup(comm, newcomm, request);
 }
@@ -2503,7 +3102,7 @@ int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_idup_with_info(comm, info, newcomm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_idup_with_info", 1);
     return mln_pmpi.Comm_idup_with_info(comm, info, newcomm, request);
 }
@@ -2516,7 +3115,7 @@ int MPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_iflush_buffer(comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Comm_iflush_buffer", 1);
     return mln_pmpi.Comm_iflush_buffer(comm, request);
 }
@@ -2531,7 +3130,7 @@ int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights,
                                              maxoutdegree, destinations, destweights);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Dist_graph_neighbors", 1);
     return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree,
                                          destinations, destweights);
@@ -2546,7 +3145,7 @@ int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree,
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Dist_graph_neighbors_count", 1);
     return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
 }
@@ -2560,7 +3159,7 @@ int MPI_Exscan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Exscan_init", 1);
     return mln_pmpi.Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
@@ -2575,7 +3174,7 @@ int MPI_Exscan_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Exscan_init_c", 1);
     return mln_pmpi.Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
@@ -2589,7 +3188,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.File_open(comm, filename, amode, info, fh);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_File_open", 1);
     return mln_pmpi.File_open(comm, filename, amode, info, fh);
 }
@@ -2605,7 +3204,7 @@ int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                     root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Gather_init", 1);
     return mln_pmpi.Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                 comm, info, request);
@@ -2623,7 +3222,7 @@ int MPI_Gather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                       root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Gather_init_c", 1);
     return mln_pmpi.Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                   comm, info, request);
@@ -2642,7 +3241,7 @@ int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                      recvtype, root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Gatherv_init", 1);
     return mln_pmpi.Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                  recvtype, root, comm, info, request);
@@ -2662,7 +3261,7 @@ int MPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype se
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                        recvtype, root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Gatherv_init_c", 1);
     return mln_pmpi.Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                    recvtype, root, comm, info, request);
@@ -2678,7 +3277,7 @@ int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int ed
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Graph_get", 1);
     return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
 }
@@ -2691,7 +3290,7 @@ int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Graph_map", 1);
     return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
 }
@@ -2704,7 +3303,7 @@ int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Graph_neighbors", 1);
     return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
 }
@@ -2717,7 +3316,7 @@ int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Graph_neighbors_count", 1);
     return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
 }
@@ -2730,339 +3329,12 @@ int MPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Graphdims_get", 1);
     return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
 }
 int PMPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
     __attribute__((alias("MPI_Graphdims_get")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iallgather)
-int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                   request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iallgather", 1);
-    return mln_pmpi.Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                               request);
-}
-int PMPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iallgather")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iallgather_c)
-int MPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                     MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                     comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iallgather_c", 1);
-    return mln_pmpi.Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                 request);
-}
-int PMPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                      void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                      MPI_Request *request) __attribute__((alias("MPI_Iallgather_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iallgatherv)
-int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                    MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                    recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iallgatherv", 1);
-    return mln_pmpi.Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                                comm, request);
-}
-int PMPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                     const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                     MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iallgatherv")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iallgatherv_c)
-int MPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                      void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
-                      MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                      recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iallgatherv_c", 1);
-    return mln_pmpi.Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                  recvtype, comm, request);
-}
-int PMPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                       void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
-                       MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iallgatherv_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iallreduce)
-int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                   MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iallreduce", 1);
-    return mln_pmpi.Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-int PMPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iallreduce")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iallreduce_c)
-int MPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                     MPI_Op op, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iallreduce_c", 1);
-    return mln_pmpi.Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-int PMPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                      MPI_Op op, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iallreduce_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ialltoall)
-int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                  request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ialltoall", 1);
-    return mln_pmpi.Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                              request);
-}
-int PMPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ialltoall")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ialltoall_c)
-int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                    comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ialltoall_c", 1);
-    return mln_pmpi.Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                request);
-}
-int PMPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                     MPI_Request *request) __attribute__((alias("MPI_Ialltoall_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallv)
-int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                   rdispls, recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ialltoallv", 1);
-    return mln_pmpi.Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                               recvtype, comm, request);
-}
-int PMPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                    MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                    const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ialltoallv")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallv_c)
-int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
-                     const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                     MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                     rdispls, recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ialltoallv_c", 1);
-    return mln_pmpi.Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                 rdispls, recvtype, comm, request);
-}
-int PMPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                      MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
-                      const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                      MPI_Request *request) __attribute__((alias("MPI_Ialltoallv_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallw)
-int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                   const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
-                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                   MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                                   rdispls, recvtypes, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ialltoallw", 1);
-    return mln_pmpi.Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                               rdispls, recvtypes, comm, request);
-}
-int PMPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                    const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
-                    const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                    MPI_Request *request) __attribute__((alias("MPI_Ialltoallw")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallw_c)
-int MPI_Ialltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                     const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
-                     const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                     MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                                     rdispls, recvtypes, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ialltoallw_c", 1);
-    return mln_pmpi.Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                                 rdispls, recvtypes, comm, request);
-}
-int PMPI_Ialltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
-                      const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
-                      const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                      MPI_Request *request) __attribute__((alias("MPI_Ialltoallw_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ibarrier)
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ibarrier(comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ibarrier", 1);
-    return mln_pmpi.Ibarrier(comm, request);
-}
-int PMPI_Ibarrier(MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Ibarrier")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iexscan)
-int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iexscan", 1);
-    return mln_pmpi.Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-int PMPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                 MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iexscan")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iexscan_c)
-int MPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                  MPI_Op op, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iexscan_c", 1);
-    return mln_pmpi.Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-int PMPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                   MPI_Op op, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iexscan_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Igather)
-int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Igather", 1);
-    return mln_pmpi.Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                            request);
-}
-int PMPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                 MPI_Request *request) __attribute__((alias("MPI_Igather")));
-
-#endif
-#if defined(MLN_PL_HAVE_Igather_c)
-int MPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                  MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                  comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Igather_c", 1);
-    return mln_pmpi.Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                              comm, request);
-}
-int PMPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                   MPI_Request *request) __attribute__((alias("MPI_Igather_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Igatherv)
-int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                 MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                 recvtype, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Igatherv", 1);
-    return mln_pmpi.Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                             root, comm, request);
-}
-int PMPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                  MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Igatherv")));
-
-#endif
-#if defined(MLN_PL_HAVE_Igatherv_c)
-int MPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
-                   int root, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                   recvtype, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Igatherv_c", 1);
-    return mln_pmpi.Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                               root, comm, request);
-}
-int PMPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                    const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
-                    int root, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Igatherv_c")));
 
 #endif
 #if defined(MLN_PL_HAVE_Ineighbor_allgather)
@@ -3073,7 +3345,7 @@ int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sen
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_allgather", 1);
     return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                         comm, request);
@@ -3092,7 +3364,7 @@ int MPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                               recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_allgather_c", 1);
     return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                           recvtype, comm, request);
@@ -3111,7 +3383,7 @@ int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype se
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                              displs, recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_allgatherv", 1);
     return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                                          recvtype, comm, request);
@@ -3130,7 +3402,7 @@ int MPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Dat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                                displs, recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_allgatherv_c", 1);
     return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                            displs, recvtype, comm, request);
@@ -3150,7 +3422,7 @@ int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype send
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_alltoall", 1);
     return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                        comm, request);
@@ -3168,7 +3440,7 @@ int MPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datat
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_alltoall_c", 1);
     return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                          comm, request);
@@ -3188,7 +3460,7 @@ int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const i
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                             recvcounts, rdispls, recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_alltoallv", 1);
     return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                         rdispls, recvtype, comm, request);
@@ -3209,7 +3481,7 @@ int MPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                               recvcounts, rdispls, recvtype, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_alltoallv_c", 1);
     return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                           recvcounts, rdispls, recvtype, comm, request);
@@ -3230,7 +3502,7 @@ int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const M
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                             recvcounts, rdispls, recvtypes, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_alltoallw", 1);
     return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                         recvcounts, rdispls, recvtypes, comm, request);
@@ -3251,7 +3523,7 @@ int MPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                               recvcounts, rdispls, recvtypes, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Ineighbor_alltoallw_c", 1);
     return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                           recvcounts, rdispls, recvtypes, comm, request);
@@ -3271,7 +3543,7 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag,
                                          newintercomm);
-    if (mln_pl_grid_on && (local_comm == MPI_COMM_WORLD || peer_comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(local_comm) || mln_pl_grid_spans(peer_comm)))
         return mln_pl_grid_refuse("MPI_Intercomm_create", 1);
     return mln_pmpi.Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag,
                                      newintercomm);
@@ -3279,206 +3551,6 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
 int PMPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
                           int remote_leader, int tag, MPI_Comm *newintercomm)
     __attribute__((alias("MPI_Intercomm_create")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ireduce)
-int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                int root, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ireduce", 1);
-    return mln_pmpi.Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-}
-int PMPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                 int root, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ireduce")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_c)
-int MPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                  MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ireduce_c", 1);
-    return mln_pmpi.Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-}
-int PMPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                   MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ireduce_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter)
-int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ireduce_scatter", 1);
-    return mln_pmpi.Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-}
-int PMPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ireduce_scatter")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter_c)
-int MPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
-                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm,
-                                          request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ireduce_scatter_c", 1);
-    return mln_pmpi.Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-}
-int PMPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[],
-                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ireduce_scatter_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter_block)
-int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
-                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm,
-                                              request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ireduce_scatter_block", 1);
-    return mln_pmpi.Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-}
-int PMPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
-                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                               MPI_Request *request)
-    __attribute__((alias("MPI_Ireduce_scatter_block")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter_block_c)
-int MPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
-                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                                MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
-                                                request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Ireduce_scatter_block_c", 1);
-    return mln_pmpi.Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
-                                            request);
-}
-int PMPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
-                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                                 MPI_Request *request)
-    __attribute__((alias("MPI_Ireduce_scatter_block_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iscan)
-int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iscan", 1);
-    return mln_pmpi.Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-int PMPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               MPI_Comm comm, MPI_Request *request) __attribute__((alias("MPI_Iscan")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iscan_c)
-int MPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                MPI_Op op, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iscan_c", 1);
-    return mln_pmpi.Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-int PMPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
-                 MPI_Op op, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iscan_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iscatter)
-int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                 MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                 comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iscatter", 1);
-    return mln_pmpi.Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                             request);
-}
-int PMPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                  MPI_Request *request) __attribute__((alias("MPI_Iscatter")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iscatter_c)
-int MPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                   MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                   comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iscatter_c", 1);
-    return mln_pmpi.Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                               comm, request);
-}
-int PMPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
-                    MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                    MPI_Request *request) __attribute__((alias("MPI_Iscatter_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iscatterv)
-int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
-                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                  int root, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                  recvtype, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iscatterv", 1);
-    return mln_pmpi.Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                              root, comm, request);
-}
-int PMPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[],
-                   MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                   int root, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iscatterv")));
-
-#endif
-#if defined(MLN_PL_HAVE_Iscatterv_c)
-int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
-                    MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
-                    MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                    recvtype, root, comm, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
-        return mln_pl_grid_refuse("MPI_Iscatterv_c", 1);
-    return mln_pmpi.Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                                root, comm, request);
-}
-int PMPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
-                     MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
-                     MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Iscatterv_c")));
 
 #endif
 #if defined(MLN_PL_HAVE_Neighbor_allgather_init)
@@ -3489,7 +3561,7 @@ int MPI_Neighbor_allgather_init(const void *sendbuf, int sendcount, MPI_Datatype
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                                 recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgather_init", 1);
     return mln_pmpi.Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm, info, request);
@@ -3508,7 +3580,7 @@ int MPI_Neighbor_allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                                   recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgather_init_c", 1);
     return mln_pmpi.Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                               recvtype, comm, info, request);
@@ -3528,7 +3600,7 @@ int MPI_Neighbor_allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                                  displs, recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_init", 1);
     return mln_pmpi.Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                              displs, recvtype, comm, info, request);
@@ -3550,7 +3622,7 @@ int MPI_Neighbor_allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI
         return mln_pmpi.Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf,
                                                    recvcounts, displs, recvtype, comm, info,
                                                    request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_init_c", 1);
     return mln_pmpi.Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                                displs, recvtype, comm, info, request);
@@ -3570,7 +3642,7 @@ int MPI_Neighbor_alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                                recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoall_init", 1);
     return mln_pmpi.Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm, info, request);
@@ -3589,7 +3661,7 @@ int MPI_Neighbor_alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_D
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                                  recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoall_init_c", 1);
     return mln_pmpi.Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm, info, request);
@@ -3609,7 +3681,7 @@ int MPI_Neighbor_alltoallv_init(const void *sendbuf, const int sendcounts[], con
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                                 recvcounts, rdispls, recvtype, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_init", 1);
     return mln_pmpi.Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                             recvcounts, rdispls, recvtype, comm, info, request);
@@ -3632,7 +3704,7 @@ int MPI_Neighbor_alltoallv_init_c(const void *sendbuf, const MPI_Count sendcount
         return mln_pmpi.Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                                   recvcounts, rdispls, recvtype, comm, info,
                                                   request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_init_c", 1);
     return mln_pmpi.Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                               recvcounts, rdispls, recvtype, comm, info, request);
@@ -3656,7 +3728,7 @@ int MPI_Neighbor_alltoallw_init(const void *sendbuf, const int sendcounts[],
         return mln_pmpi.Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                                 recvcounts, rdispls, recvtypes, comm, info,
                                                 request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_init", 1);
     return mln_pmpi.Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                             recvcounts, rdispls, recvtypes, comm, info, request);
@@ -3680,7 +3752,7 @@ int MPI_Neighbor_alltoallw_init_c(const void *sendbuf, const MPI_Count sendcount
         return mln_pmpi.Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                                   recvcounts, rdispls, recvtypes, comm, info,
                                                   request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_init_c", 1);
     return mln_pmpi.Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                               recvcounts, rdispls, recvtypes, comm, info, request);
@@ -3700,7 +3772,7 @@ int MPI_Precv_init(void *buf, int partitions, MPI_Count count, MPI_Datatype data
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Precv_init(buf, partitions, count, datatype, source, tag, comm, info,
                                    request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Precv_init", 1);
     return mln_pmpi.Precv_init(buf, partitions, count, datatype, source, tag, comm, info, request);
 }
@@ -3716,7 +3788,7 @@ int MPI_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Datatyp
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Psend_init(buf, partitions, count, datatype, dest, tag, comm, info,
                                    request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Psend_init", 1);
     return mln_pmpi.Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request);
 }
@@ -3732,7 +3804,7 @@ int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info,
                                     request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Reduce_init", 1);
     return mln_pmpi.Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
 }
@@ -3748,7 +3820,7 @@ int MPI_Reduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info,
                                       request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Reduce_init_c", 1);
     return mln_pmpi.Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
 }
@@ -3765,7 +3837,7 @@ int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvco
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm,
                                                   info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Reduce_scatter_block_init", 1);
     return mln_pmpi.Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info,
                                               request);
@@ -3784,7 +3856,7 @@ int MPI_Reduce_scatter_block_init_c(const void *sendbuf, void *recvbuf, MPI_Coun
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
                                                     info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Reduce_scatter_block_init_c", 1);
     return mln_pmpi.Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm,
                                                 info, request);
@@ -3803,7 +3875,7 @@ int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvco
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
                                             request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Reduce_scatter_init", 1);
     return mln_pmpi.Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
                                         request);
@@ -3822,7 +3894,7 @@ int MPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, const MPI_Coun
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm,
                                               info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Reduce_scatter_init_c", 1);
     return mln_pmpi.Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
                                           request);
@@ -3839,7 +3911,7 @@ int MPI_Scan_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Scan_init", 1);
     return mln_pmpi.Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
@@ -3854,7 +3926,7 @@ int MPI_Scan_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dat
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Scan_init_c", 1);
     return mln_pmpi.Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
@@ -3871,7 +3943,7 @@ int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                      root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Scatter_init", 1);
     return mln_pmpi.Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                  comm, info, request);
@@ -3889,7 +3961,7 @@ int MPI_Scatter_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype se
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                        root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Scatter_init_c", 1);
     return mln_pmpi.Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                    comm, info, request);
@@ -3908,7 +3980,7 @@ int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int dis
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                       recvtype, root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Scatterv_init", 1);
     return mln_pmpi.Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                   recvtype, root, comm, info, request);
@@ -3928,7 +4000,7 @@ int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                         recvtype, root, comm, info, request);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Scatterv_init_c", 1);
     return mln_pmpi.Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                                     recvtype, root, comm, info, request);
@@ -3945,7 +4017,7 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_allocate(size, disp_unit, info, comm, baseptr, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_allocate", 1);
     return mln_pmpi.Win_allocate(size, disp_unit, info, comm, baseptr, win);
 }
@@ -3959,7 +4031,7 @@ int MPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Com
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_allocate_c", 1);
     return mln_pmpi.Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
 }
@@ -3973,7 +4045,7 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Com
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_allocate_shared", 1);
     return mln_pmpi.Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
 }
@@ -3988,7 +4060,7 @@ int MPI_Win_allocate_shared_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, 
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_allocate_shared_c", 1);
     return mln_pmpi.Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win);
 }
@@ -4003,7 +4075,7 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_create(base, size, disp_unit, info, comm, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_create", 1);
     return mln_pmpi.Win_create(base, size, disp_unit, info, comm, win);
 }
@@ -4017,7 +4089,7 @@ int MPI_Win_create_c(void *base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info inf
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_create_c(base, size, disp_unit, info, comm, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_create_c", 1);
     return mln_pmpi.Win_create_c(base, size, disp_unit, info, comm, win);
 }
@@ -4030,7 +4102,7 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Win_create_dynamic(info, comm, win);
-    if (mln_pl_grid_on && (comm == MPI_COMM_WORLD))
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
         return mln_pl_grid_refuse("MPI_Win_create_dynamic", 1);
     return mln_pmpi.Win_create_dynamic(info, comm, win);
 }
@@ -4320,8 +4392,10 @@ static const struct {
 #if MLN_PL_BIGCOUNT
     {"PMPI_Buffer_detach_c", offsetof(struct mln_pmpi_table, Buffer_detach_c)},
 #endif
+#if defined(MLN_PL_HAVE_Ibcast)
     {"PMPI_Ibcast", offsetof(struct mln_pmpi_table, Ibcast)},
-#if MLN_PL_BIGCOUNT
+#endif
+#if defined(MLN_PL_HAVE_Ibcast_c)
     {"PMPI_Ibcast_c", offsetof(struct mln_pmpi_table, Ibcast_c)},
 #endif
     {"PMPI_Grequest_start", offsetof(struct mln_pmpi_table, Grequest_start)},
@@ -4345,6 +4419,8 @@ static const struct {
     {"PMPI_Comm_size", offsetof(struct mln_pmpi_table, Comm_size)},
     {"PMPI_Comm_rank", offsetof(struct mln_pmpi_table, Comm_rank)},
     {"PMPI_Abort", offsetof(struct mln_pmpi_table, Abort)},
+    {"PMPI_Comm_free", offsetof(struct mln_pmpi_table, Comm_free)},
+    {"PMPI_Comm_compare", offsetof(struct mln_pmpi_table, Comm_compare)},
 #if defined(MLN_PL_HAVE_Comm_spawn)
     {"PMPI_Comm_spawn", offsetof(struct mln_pmpi_table, Comm_spawn)},
 #endif

@@ -313,8 +313,10 @@ struct mln_pmpi_table {
 #if MLN_PL_BIGCOUNT
     __typeof__(PMPI_Buffer_detach_c) *Buffer_detach_c;
 #endif
+#if defined(MLN_PL_HAVE_Ibcast)
     __typeof__(PMPI_Ibcast) *Ibcast;
-#if MLN_PL_BIGCOUNT
+#endif
+#if defined(MLN_PL_HAVE_Ibcast_c)
     __typeof__(PMPI_Ibcast_c) *Ibcast_c;
 #endif
     __typeof__(PMPI_Grequest_start) *Grequest_start;
@@ -337,6 +339,8 @@ struct mln_pmpi_table {
     __typeof__(PMPI_Comm_size) *Comm_size;
     __typeof__(PMPI_Comm_rank) *Comm_rank;
     __typeof__(PMPI_Abort) *Abort;
+    __typeof__(PMPI_Comm_free) *Comm_free;
+    __typeof__(PMPI_Comm_compare) *Comm_compare;
 #if defined(MLN_PL_HAVE_Comm_spawn)
     __typeof__(PMPI_Comm_spawn) *Comm_spawn;
 #endif
@@ -666,6 +670,8 @@ int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
 int mln_pl_Comm_size(MPI_Comm comm, int *size);
 int mln_pl_Comm_rank(MPI_Comm comm, int *rank);
 int mln_pl_Abort(MPI_Comm comm, int errorcode);
+int mln_pl_Comm_free(MPI_Comm *comm);
+int mln_pl_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
 
 /* Grid mode (preload_grid.c): 1 under `multilane grid run`, where the program's
  * MPI_COMM_WORLD is the grid's world; the bodies of poll and born functions marked
@@ -673,7 +679,118 @@ int mln_pl_Abort(MPI_Comm comm, int errorcode);
  * error handler with MPI_ERR_UNSUPPORTED_OPERATION). */
 extern int mln_pl_grid_on MLN_PL_HIDDEN;
 int mln_pl_grid_refuse(const char *call, int on_world);
+/* 1 when comm is one of the grid's communicators that span sites (grid mode only). */
+int mln_pl_grid_spans(MPI_Comm comm);
+/* A count or displacement array of either binding, as the grid bodies take them. */
+typedef struct mln_cv {
+    const int *i;
+    const MPI_Count *c;
+    const MPI_Aint *a;
+} mln_cv_t;
+static inline mln_cv_t mln_cv_int(const int *p)
+{
+    mln_cv_t v = {p, NULL, NULL};
+    return v;
+}
+static inline mln_cv_t mln_cv_count(const MPI_Count *p)
+{
+    mln_cv_t v = {NULL, p, NULL};
+    return v;
+}
+static inline mln_cv_t mln_cv_aint(const MPI_Aint *p)
+{
+    mln_cv_t v = {NULL, NULL, p};
+    return v;
+}
 int mln_pl_grid_Barrier(MPI_Comm comm);
+int mln_pl_grid_Reduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                       MPI_Op op, int root, MPI_Comm comm);
+int mln_pl_grid_Allreduce(const void *sendbuf, void *recvbuf, MPI_Count count,
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int mln_pl_grid_Gather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                       MPI_Comm comm);
+int mln_pl_grid_Gatherv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, mln_cv_t recvcounts, mln_cv_t displs, MPI_Datatype recvtype,
+                        int root, MPI_Comm comm);
+int mln_pl_grid_Scatter(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                        MPI_Comm comm);
+int mln_pl_grid_Scatterv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t displs,
+                         MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                         MPI_Datatype recvtype, int root, MPI_Comm comm);
+int mln_pl_grid_Allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int mln_pl_grid_Allgatherv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                           void *recvbuf, mln_cv_t recvcounts, mln_cv_t displs,
+                           MPI_Datatype recvtype, MPI_Comm comm);
+int mln_pl_grid_Alltoall(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int mln_pl_grid_Alltoallv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                          MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                          mln_cv_t rdispls, MPI_Datatype recvtype, MPI_Comm comm);
+int mln_pl_grid_Alltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                          const MPI_Datatype sendtypes[], void *recvbuf, mln_cv_t recvcounts,
+                          mln_cv_t rdispls, const MPI_Datatype recvtypes[], MPI_Comm comm);
+int mln_pl_grid_Reduce_scatter(const void *sendbuf, void *recvbuf, mln_cv_t recvcounts,
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int mln_pl_grid_Reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int mln_pl_grid_Scan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm);
+int mln_pl_grid_Exscan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm);
+int mln_pl_grid_Ibarrier(MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Ibcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
+                       MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Ireduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                        MPI_Op op, int root, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Iallreduce(const void *sendbuf, void *recvbuf, MPI_Count count,
+                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Igather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                        MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Igatherv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, mln_cv_t recvcounts, mln_cv_t displs, MPI_Datatype recvtype,
+                         int root, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Iscatter(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                         void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                         MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Iscatterv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t displs,
+                          MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount,
+                          MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Iallgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                           void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request);
+int mln_pl_grid_Iallgatherv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, mln_cv_t recvcounts, mln_cv_t displs,
+                            MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Ialltoall(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                          MPI_Request *request);
+int mln_pl_grid_Ialltoallv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                           MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                           mln_cv_t rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request);
+int mln_pl_grid_Ialltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                           const MPI_Datatype sendtypes[], void *recvbuf, mln_cv_t recvcounts,
+                           mln_cv_t rdispls, const MPI_Datatype recvtypes[], MPI_Comm comm,
+                           MPI_Request *request);
+int mln_pl_grid_Ireduce_scatter(const void *sendbuf, void *recvbuf, mln_cv_t recvcounts,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                MPI_Request *request);
+int mln_pl_grid_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count recvcount,
+                                      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                      MPI_Request *request);
+int mln_pl_grid_Iscan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Iexscan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+int mln_pl_grid_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+int mln_pl_grid_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
+int mln_pl_grid_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+                                MPI_Comm *newcomm);
 
 /* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs
  * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and
@@ -897,9 +1014,104 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if MLN_PL_BIGCOUNT
 #define MPI_Buffer_detach_c (*mln_pmpi.Buffer_detach_c)
 #endif
+#if defined(MLN_PL_HAVE_Ibarrier)
+#define MPI_Ibarrier (*mln_pmpi.Ibarrier)
+#endif
+#if defined(MLN_PL_HAVE_Ibcast)
 #define MPI_Ibcast (*mln_pmpi.Ibcast)
-#if MLN_PL_BIGCOUNT
+#endif
+#if defined(MLN_PL_HAVE_Ibcast_c)
 #define MPI_Ibcast_c (*mln_pmpi.Ibcast_c)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce)
+#define MPI_Ireduce (*mln_pmpi.Ireduce)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_c)
+#define MPI_Ireduce_c (*mln_pmpi.Ireduce_c)
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce)
+#define MPI_Iallreduce (*mln_pmpi.Iallreduce)
+#endif
+#if defined(MLN_PL_HAVE_Iallreduce_c)
+#define MPI_Iallreduce_c (*mln_pmpi.Iallreduce_c)
+#endif
+#if defined(MLN_PL_HAVE_Igather)
+#define MPI_Igather (*mln_pmpi.Igather)
+#endif
+#if defined(MLN_PL_HAVE_Igather_c)
+#define MPI_Igather_c (*mln_pmpi.Igather_c)
+#endif
+#if defined(MLN_PL_HAVE_Igatherv)
+#define MPI_Igatherv (*mln_pmpi.Igatherv)
+#endif
+#if defined(MLN_PL_HAVE_Igatherv_c)
+#define MPI_Igatherv_c (*mln_pmpi.Igatherv_c)
+#endif
+#if defined(MLN_PL_HAVE_Iscatter)
+#define MPI_Iscatter (*mln_pmpi.Iscatter)
+#endif
+#if defined(MLN_PL_HAVE_Iscatter_c)
+#define MPI_Iscatter_c (*mln_pmpi.Iscatter_c)
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv)
+#define MPI_Iscatterv (*mln_pmpi.Iscatterv)
+#endif
+#if defined(MLN_PL_HAVE_Iscatterv_c)
+#define MPI_Iscatterv_c (*mln_pmpi.Iscatterv_c)
+#endif
+#if defined(MLN_PL_HAVE_Iallgather)
+#define MPI_Iallgather (*mln_pmpi.Iallgather)
+#endif
+#if defined(MLN_PL_HAVE_Iallgather_c)
+#define MPI_Iallgather_c (*mln_pmpi.Iallgather_c)
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv)
+#define MPI_Iallgatherv (*mln_pmpi.Iallgatherv)
+#endif
+#if defined(MLN_PL_HAVE_Iallgatherv_c)
+#define MPI_Iallgatherv_c (*mln_pmpi.Iallgatherv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall)
+#define MPI_Ialltoall (*mln_pmpi.Ialltoall)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoall_c)
+#define MPI_Ialltoall_c (*mln_pmpi.Ialltoall_c)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv)
+#define MPI_Ialltoallv (*mln_pmpi.Ialltoallv)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallv_c)
+#define MPI_Ialltoallv_c (*mln_pmpi.Ialltoallv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw)
+#define MPI_Ialltoallw (*mln_pmpi.Ialltoallw)
+#endif
+#if defined(MLN_PL_HAVE_Ialltoallw_c)
+#define MPI_Ialltoallw_c (*mln_pmpi.Ialltoallw_c)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter)
+#define MPI_Ireduce_scatter (*mln_pmpi.Ireduce_scatter)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_c)
+#define MPI_Ireduce_scatter_c (*mln_pmpi.Ireduce_scatter_c)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block)
+#define MPI_Ireduce_scatter_block (*mln_pmpi.Ireduce_scatter_block)
+#endif
+#if defined(MLN_PL_HAVE_Ireduce_scatter_block_c)
+#define MPI_Ireduce_scatter_block_c (*mln_pmpi.Ireduce_scatter_block_c)
+#endif
+#if defined(MLN_PL_HAVE_Iscan)
+#define MPI_Iscan (*mln_pmpi.Iscan)
+#endif
+#if defined(MLN_PL_HAVE_Iscan_c)
+#define MPI_Iscan_c (*mln_pmpi.Iscan_c)
+#endif
+#if defined(MLN_PL_HAVE_Iexscan)
+#define MPI_Iexscan (*mln_pmpi.Iexscan)
+#endif
+#if defined(MLN_PL_HAVE_Iexscan_c)
+#define MPI_Iexscan_c (*mln_pmpi.Iexscan_c)
 #endif
 #define MPI_Comm_dup (*mln_pmpi.Comm_dup)
 #define MPI_Comm_dup_with_info (*mln_pmpi.Comm_dup_with_info)
@@ -919,6 +1131,8 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #define MPI_Comm_size (*mln_pmpi.Comm_size)
 #define MPI_Comm_rank (*mln_pmpi.Comm_rank)
 #define MPI_Abort (*mln_pmpi.Abort)
+#define MPI_Comm_free (*mln_pmpi.Comm_free)
+#define MPI_Comm_compare (*mln_pmpi.Comm_compare)
 #if defined(MLN_PL_HAVE_Comm_spawn)
 #define MPI_Comm_spawn (*mln_pmpi.Comm_spawn)
 #endif
@@ -1069,63 +1283,6 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if defined(MLN_PL_HAVE_Graphdims_get)
 #define MPI_Graphdims_get (*mln_pmpi.Graphdims_get)
 #endif
-#if defined(MLN_PL_HAVE_Iallgather)
-#define MPI_Iallgather (*mln_pmpi.Iallgather)
-#endif
-#if defined(MLN_PL_HAVE_Iallgather_c)
-#define MPI_Iallgather_c (*mln_pmpi.Iallgather_c)
-#endif
-#if defined(MLN_PL_HAVE_Iallgatherv)
-#define MPI_Iallgatherv (*mln_pmpi.Iallgatherv)
-#endif
-#if defined(MLN_PL_HAVE_Iallgatherv_c)
-#define MPI_Iallgatherv_c (*mln_pmpi.Iallgatherv_c)
-#endif
-#if defined(MLN_PL_HAVE_Iallreduce)
-#define MPI_Iallreduce (*mln_pmpi.Iallreduce)
-#endif
-#if defined(MLN_PL_HAVE_Iallreduce_c)
-#define MPI_Iallreduce_c (*mln_pmpi.Iallreduce_c)
-#endif
-#if defined(MLN_PL_HAVE_Ialltoall)
-#define MPI_Ialltoall (*mln_pmpi.Ialltoall)
-#endif
-#if defined(MLN_PL_HAVE_Ialltoall_c)
-#define MPI_Ialltoall_c (*mln_pmpi.Ialltoall_c)
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallv)
-#define MPI_Ialltoallv (*mln_pmpi.Ialltoallv)
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallv_c)
-#define MPI_Ialltoallv_c (*mln_pmpi.Ialltoallv_c)
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallw)
-#define MPI_Ialltoallw (*mln_pmpi.Ialltoallw)
-#endif
-#if defined(MLN_PL_HAVE_Ialltoallw_c)
-#define MPI_Ialltoallw_c (*mln_pmpi.Ialltoallw_c)
-#endif
-#if defined(MLN_PL_HAVE_Ibarrier)
-#define MPI_Ibarrier (*mln_pmpi.Ibarrier)
-#endif
-#if defined(MLN_PL_HAVE_Iexscan)
-#define MPI_Iexscan (*mln_pmpi.Iexscan)
-#endif
-#if defined(MLN_PL_HAVE_Iexscan_c)
-#define MPI_Iexscan_c (*mln_pmpi.Iexscan_c)
-#endif
-#if defined(MLN_PL_HAVE_Igather)
-#define MPI_Igather (*mln_pmpi.Igather)
-#endif
-#if defined(MLN_PL_HAVE_Igather_c)
-#define MPI_Igather_c (*mln_pmpi.Igather_c)
-#endif
-#if defined(MLN_PL_HAVE_Igatherv)
-#define MPI_Igatherv (*mln_pmpi.Igatherv)
-#endif
-#if defined(MLN_PL_HAVE_Igatherv_c)
-#define MPI_Igatherv_c (*mln_pmpi.Igatherv_c)
-#endif
 #if defined(MLN_PL_HAVE_Ineighbor_allgather)
 #define MPI_Ineighbor_allgather (*mln_pmpi.Ineighbor_allgather)
 #endif
@@ -1158,42 +1315,6 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #endif
 #if defined(MLN_PL_HAVE_Intercomm_create)
 #define MPI_Intercomm_create (*mln_pmpi.Intercomm_create)
-#endif
-#if defined(MLN_PL_HAVE_Ireduce)
-#define MPI_Ireduce (*mln_pmpi.Ireduce)
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_c)
-#define MPI_Ireduce_c (*mln_pmpi.Ireduce_c)
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter)
-#define MPI_Ireduce_scatter (*mln_pmpi.Ireduce_scatter)
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter_c)
-#define MPI_Ireduce_scatter_c (*mln_pmpi.Ireduce_scatter_c)
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter_block)
-#define MPI_Ireduce_scatter_block (*mln_pmpi.Ireduce_scatter_block)
-#endif
-#if defined(MLN_PL_HAVE_Ireduce_scatter_block_c)
-#define MPI_Ireduce_scatter_block_c (*mln_pmpi.Ireduce_scatter_block_c)
-#endif
-#if defined(MLN_PL_HAVE_Iscan)
-#define MPI_Iscan (*mln_pmpi.Iscan)
-#endif
-#if defined(MLN_PL_HAVE_Iscan_c)
-#define MPI_Iscan_c (*mln_pmpi.Iscan_c)
-#endif
-#if defined(MLN_PL_HAVE_Iscatter)
-#define MPI_Iscatter (*mln_pmpi.Iscatter)
-#endif
-#if defined(MLN_PL_HAVE_Iscatter_c)
-#define MPI_Iscatter_c (*mln_pmpi.Iscatter_c)
-#endif
-#if defined(MLN_PL_HAVE_Iscatterv)
-#define MPI_Iscatterv (*mln_pmpi.Iscatterv)
-#endif
-#if defined(MLN_PL_HAVE_Iscatterv_c)
-#define MPI_Iscatterv_c (*mln_pmpi.Iscatterv_c)
 #endif
 #if defined(MLN_PL_HAVE_Neighbor_allgather_init)
 #define MPI_Neighbor_allgather_init (*mln_pmpi.Neighbor_allgather_init)

@@ -1,0 +1,538 @@
+/*
+ * grid_coll.c - communicators and collectives of an unmodified program (docs/PRELOAD.md,
+ * "Grid mode"), a PLAIN MPI program: the same binary runs as one ordinary MPI job (where MPI
+ * itself answers) and across sites under `multilane grid run` (where the layer does), and both
+ * runs must print the same digest.
+ *
+ * On MPI_COMM_WORLD, a Comm_dup of it, Comm_split by parity with reversed keys (spans sites),
+ * a split by halves (inside one site when the sites are the halves), each collective blocking
+ * and nonblocking with integer data whose results are known exactly: Barrier, Bcast (every
+ * root; 300 KB, striped over the trunks; a vector type), Reduce to every root, Allreduce with
+ * SUM, MAX, MIN, PROD, BAND, BOR, LXOR, MAXLOC on MPI_2INT, MPI_IN_PLACE, a user-defined
+ * non-commutative operation (2x2 matrix product); Gather(v), Scatter(v), Allgather(v) (and in
+ * place), Alltoall(v, w), Reduce_scatter(_block), Scan, Exscan (and in place); then the same bits
+ * on every rank for a floating-point sum; Comm_compare, point-to-point on the split
+ * communicator with its ranks in the statuses, Comm_free.
+ *
+ * Each check: rank 0 prints "ok NAME" or "FAIL NAME" (every failing rank says what), then
+ * "digest HEX" over every result that MPI defines exactly; exit status 1 on any failure.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int wrank, wsize, fails;
+static MPI_Datatype mat_type; /* 4 unsigned: a 2x2 matrix */
+static uint64_t digest = 1469598103934665603ull;
+
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        fprintf(stderr, "FAIL rank %d: ", wrank);                                                  \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        fails++;                                                                                   \
+    } while (0)
+
+static void mix(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++) {
+        digest ^= b[i];
+        digest *= 1099511628211ull;
+    }
+}
+
+/* Every rank's failures of this check summed on rank 0, its verdict. */
+static void agree(const char *name, int before)
+{
+    int mine = fails - before, total = 0;
+
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (wrank == 0) {
+        printf("%s %s\n", total ? "FAIL" : "ok", name);
+        fflush(stdout);
+    }
+}
+
+static int val(int r, int i)
+{
+    return r * 1000 + i + 1;
+}
+
+/* ---- a non-commutative operation: 2x2 integer matrices, product in rank order ---------------- */
+
+static void matmul(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+    const unsigned *a = in;
+    unsigned *b = inout;
+
+    (void)t;
+    for (int k = 0; k < *len; k++, a += 4, b += 4) {
+        unsigned c[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+                         a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
+        memcpy(b, c, sizeof(c));
+    }
+}
+
+static void mat_of(int r, unsigned m[4])
+{
+    m[0] = 1u + (unsigned)r;
+    m[1] = 2u;
+    m[2] = (unsigned)r * 3u;
+    m[3] = 1u;
+}
+
+/* ---- the checks on one communicator ------------------------------------------------------------
+ */
+
+static void check_bcast(MPI_Comm comm, int size, int rank)
+{
+    enum { BIG = 300 * 1024 / 4 };
+    int *buf = malloc(BIG * sizeof(int));
+    MPI_Datatype vec;
+    MPI_Request req;
+
+    for (int root = 0; root < size; root++) {
+        for (int i = 0; i < 100; i++)
+            buf[i] = rank == root ? val(root, i) : -1;
+        MPI_Bcast(buf, 100, MPI_INT, root, comm);
+        for (int i = 0; i < 100; i++)
+            if (buf[i] != val(root, i)) {
+                BAD("bcast root %d: [%d] = %d", root, i, buf[i]);
+                break;
+            }
+        mix(buf, 100 * sizeof(int));
+    }
+    for (int i = 0; i < BIG; i++)
+        buf[i] = rank == size - 1 ? val(size, i) : 0;
+    MPI_Ibcast(buf, BIG, MPI_INT, size - 1, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int i = 0; i < BIG; i++)
+        if (buf[i] != val(size, i)) {
+            BAD("ibcast 300K: [%d] = %d", i, buf[i]);
+            break;
+        }
+    mix(buf, BIG * sizeof(int));
+    /* every other int of 40: the holes keep what each rank had */
+    MPI_Type_vector(20, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    for (int i = 0; i < 40; i++)
+        buf[i] = rank == 0 ? val(0, i) : -rank;
+    MPI_Bcast(buf, 1, vec, 0, comm);
+    for (int i = 0; i < 40; i++)
+        if (buf[i] != (i % 2 == 0 || rank == 0 ? val(0, i) : -rank)) {
+            BAD("bcast vector: [%d] = %d", i, buf[i]);
+            break;
+        }
+    MPI_Type_free(&vec);
+    free(buf);
+}
+
+static void check_reduce(MPI_Comm comm, int size, int rank)
+{
+    int in[8], out[8], want;
+    struct {
+        int v, r;
+    } loc = {(rank * 7) % size, rank}, locout;
+    unsigned m[4], prod[4], want_m[4] = {1, 0, 0, 1};
+    MPI_Op op;
+    MPI_Request req;
+
+    for (int i = 0; i < 8; i++)
+        in[i] = val(rank, i);
+    for (int root = 0; root < size; root++) {
+        memset(out, 0, sizeof(out));
+        MPI_Reduce(in, out, 8, MPI_INT, MPI_SUM, root, comm);
+        for (int i = 0; rank == root && i < 8; i++) {
+            want = 0;
+            for (int r = 0; r < size; r++)
+                want += val(r, i);
+            if (out[i] != want)
+                BAD("reduce root %d: [%d] = %d, not %d", root, i, out[i], want);
+        }
+        if (rank == root)
+            mix(out, sizeof(out));
+    }
+    {
+        const MPI_Op ops[] = {MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD, MPI_BAND, MPI_BOR, MPI_LXOR};
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+            int a = (rank % 3) + 1 + (int)o, w = ops[o] == MPI_PROD || ops[o] == MPI_BAND ? 1 : 0;
+            if (ops[o] == MPI_MIN || ops[o] == MPI_BAND)
+                w = ops[o] == MPI_MIN ? 1 << 30 : -1;
+            if (ops[o] == MPI_MAX)
+                w = -(1 << 30);
+            for (int r = 0; r < size; r++) {
+                int x = (r % 3) + 1 + (int)o;
+                w = ops[o] == MPI_SUM    ? w + x
+                    : ops[o] == MPI_MAX  ? (x > w ? x : w)
+                    : ops[o] == MPI_MIN  ? (x < w ? x : w)
+                    : ops[o] == MPI_PROD ? w * x
+                    : ops[o] == MPI_BAND ? w & x
+                    : ops[o] == MPI_BOR  ? w | x
+                                         : (!w != !x);
+            }
+            MPI_Iallreduce(MPI_IN_PLACE, &a, 1, MPI_INT, ops[o], comm, &req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            if (a != w)
+                BAD("allreduce op %zu: %d, not %d", o, a, w);
+            mix(&a, sizeof(a));
+        }
+    }
+    MPI_Allreduce(&loc, &locout, 1, MPI_2INT, MPI_MAXLOC, comm);
+    {
+        int best = -1, at = -1;
+        for (int r = 0; r < size; r++)
+            if ((r * 7) % size > best)
+                best = (r * 7) % size, at = r;
+        if (locout.v != best || locout.r != at)
+            BAD("maxloc: (%d, %d), not (%d, %d)", locout.v, locout.r, best, at);
+    }
+    MPI_Op_create(matmul, 0, &op);
+    mat_of(rank, m);
+    MPI_Allreduce(m, prod, 1, mat_type, op, comm);
+    for (int r = 0; r < size; r++) {
+        unsigned mr[4];
+        int one = 1;
+        MPI_Datatype t = MPI_INT;
+        mat_of(r, mr);
+        matmul(want_m, mr, &one, &t); /* mr = want_m x mr */
+        memcpy(want_m, mr, sizeof(mr));
+    }
+    if (memcmp(prod, want_m, sizeof(prod)) != 0)
+        BAD("non-commutative allreduce: {%u %u %u %u}, not {%u %u %u %u}", prod[0], prod[1],
+            prod[2], prod[3], want_m[0], want_m[1], want_m[2], want_m[3]);
+    mix(prod, sizeof(prod));
+    MPI_Op_free(&op);
+}
+
+static void check_gather(MPI_Comm comm, int size, int rank)
+{
+    int mine[64], *all = malloc((size_t)size * 64 * sizeof(int)), *cnt = malloc(size * sizeof(int)),
+                  *dsp = malloc(size * sizeof(int)), total = 0, got[64];
+    MPI_Request req;
+
+    for (int r = 0; r < size; r++) {
+        cnt[r] = r % 4 + 1;
+        dsp[r] = total;
+        total += cnt[r];
+    }
+    for (int i = 0; i < 64; i++)
+        mine[i] = val(rank, i);
+    for (int root = 0; root < size; root++) {
+        memset(all, 0, (size_t)size * 64 * sizeof(int));
+        MPI_Igather(mine, 3, MPI_INT, all, 3, MPI_INT, root, comm, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        for (int r = 0; rank == root && r < size; r++)
+            for (int i = 0; i < 3; i++)
+                if (all[3 * r + i] != val(r, i))
+                    BAD("gather root %d: from %d [%d] = %d", root, r, i, all[3 * r + i]);
+        memset(all, 0, (size_t)size * 64 * sizeof(int));
+        MPI_Gatherv(mine, cnt[rank], MPI_INT, all, cnt, dsp, MPI_INT, root, comm);
+        for (int r = 0; rank == root && r < size; r++)
+            for (int i = 0; i < cnt[r]; i++)
+                if (all[dsp[r] + i] != val(r, i))
+                    BAD("gatherv root %d: from %d [%d] = %d", root, r, i, all[dsp[r] + i]);
+        if (rank == root)
+            mix(all, (size_t)total * sizeof(int));
+        /* scatter(v): the root's blocks back */
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i < 64; i++)
+                all[r * 64 + i] = val(r + 100 * root, i);
+        memset(got, 0, sizeof(got));
+        MPI_Scatter(all, 5, MPI_INT, got, 5, MPI_INT, root, comm);
+        for (int i = 0; i < 5; i++)
+            if (got[i] != all[rank * 5 + i])
+                BAD("scatter root %d: [%d] = %d", root, i, got[i]);
+        mix(got, 5 * sizeof(int));
+        memset(got, 0, sizeof(got));
+        MPI_Iscatterv(all, cnt, dsp, MPI_INT, got, cnt[rank], MPI_INT, root, comm, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        for (int i = 0; i < cnt[rank]; i++)
+            if (got[i] != all[dsp[rank] + i])
+                BAD("scatterv root %d: [%d] = %d", root, i, got[i]);
+        mix(got, (size_t)cnt[rank] * sizeof(int));
+    }
+    /* allgather(v), and in place */
+    memset(all, 0, (size_t)size * 64 * sizeof(int));
+    MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm);
+    for (int r = 0; r < size; r++)
+        for (int i = 0; i < 2; i++)
+            if (all[2 * r + i] != val(r, i))
+                BAD("allgather: from %d [%d] = %d", r, i, all[2 * r + i]);
+    mix(all, (size_t)size * 2 * sizeof(int));
+    memset(all, 0, (size_t)size * 64 * sizeof(int));
+    for (int i = 0; i < cnt[rank]; i++)
+        all[dsp[rank] + i] = val(rank, i);
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, cnt, dsp, MPI_INT, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int r = 0; r < size; r++)
+        for (int i = 0; i < cnt[r]; i++)
+            if (all[dsp[r] + i] != val(r, i))
+                BAD("allgatherv in place: from %d [%d] = %d", r, i, all[dsp[r] + i]);
+    mix(all, (size_t)total * sizeof(int));
+    free(all);
+    free(cnt);
+    free(dsp);
+}
+
+static void check_alltoall(MPI_Comm comm, int size, int rank)
+{
+    const int k = 4;
+    int *out = malloc((size_t)size * 64 * sizeof(int)),
+        *in = malloc((size_t)size * 64 * sizeof(int));
+    int *sc = malloc(size * sizeof(int)), *sd = malloc(size * sizeof(int)),
+        *rc = malloc(size * sizeof(int)), *rd = malloc(size * sizeof(int));
+    MPI_Datatype *ty = malloc(size * sizeof(MPI_Datatype));
+    MPI_Request req;
+    int at = 0;
+
+    for (int j = 0; j < size; j++)
+        for (int i = 0; i < k; i++)
+            out[j * k + i] = val(rank, 10 * j + i);
+    memset(in, 0, (size_t)size * 64 * sizeof(int));
+    MPI_Alltoall(out, k, MPI_INT, in, k, MPI_INT, comm);
+    for (int j = 0; j < size; j++)
+        for (int i = 0; i < k; i++)
+            if (in[j * k + i] != val(j, 10 * rank + i))
+                BAD("alltoall: from %d [%d] = %d", j, i, in[j * k + i]);
+    mix(in, (size_t)size * k * sizeof(int));
+    /* v: rank r sends (r + j) % 3 + 1 ints to j */
+    for (int j = 0; j < size; j++) {
+        sc[j] = (rank + j) % 3 + 1;
+        sd[j] = at;
+        at += sc[j];
+        for (int i = 0; i < sc[j]; i++)
+            out[sd[j] + i] = val(rank, 10 * j + i);
+    }
+    at = 0;
+    for (int j = 0; j < size; j++) {
+        rc[j] = (j + rank) % 3 + 1;
+        rd[j] = at;
+        at += rc[j] + 1; /* a gap that stays as it was */
+    }
+    for (int i = 0; i < size * 64; i++)
+        in[i] = -7;
+    MPI_Ialltoallv(out, sc, sd, MPI_INT, in, rc, rd, MPI_INT, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int j = 0; j < size; j++) {
+        for (int i = 0; i < rc[j]; i++)
+            if (in[rd[j] + i] != val(j, 10 * rank + i))
+                BAD("alltoallv: from %d [%d] = %d", j, i, in[rd[j] + i]);
+        if (in[rd[j] + rc[j]] != -7)
+            BAD("alltoallv: the gap after %d's block was written", j);
+    }
+    mix(in, (size_t)at * sizeof(int));
+    /* w: byte displacements, one type per peer */
+    for (int j = 0; j < size; j++) {
+        sc[j] = rc[j] = 2;
+        sd[j] = j * 2 * (int)sizeof(int);
+        rd[j] = j * 2 * (int)sizeof(int);
+        ty[j] = MPI_INT;
+        out[2 * j] = val(rank, j);
+        out[2 * j + 1] = -val(rank, j);
+    }
+    MPI_Alltoallw(out, sc, sd, ty, in, rc, rd, ty, comm);
+    for (int j = 0; j < size; j++)
+        if (in[2 * j] != val(j, rank) || in[2 * j + 1] != -val(j, rank))
+            BAD("alltoallw: from %d: %d %d", j, in[2 * j], in[2 * j + 1]);
+    mix(in, (size_t)size * 2 * sizeof(int));
+    /* in place */
+    for (int j = 0; j < size; j++)
+        in[j] = val(rank, j);
+    MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, in, 1, MPI_INT, comm);
+    for (int j = 0; j < size; j++)
+        if (in[j] != val(j, rank))
+            BAD("alltoall in place: from %d: %d", j, in[j]);
+    free(out);
+    free(in);
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+    free(ty);
+}
+
+static void check_scan(MPI_Comm comm, int size, int rank)
+{
+    int *in = malloc((size_t)size * 3 * sizeof(int)), out[3], want,
+        *rcnt = malloc(size * sizeof(int));
+    MPI_Request req;
+
+    for (int i = 0; i < size * 3; i++)
+        in[i] = val(rank, i);
+    MPI_Reduce_scatter_block(in, out, 3, MPI_INT, MPI_SUM, comm);
+    for (int i = 0; i < 3; i++) {
+        want = 0;
+        for (int r = 0; r < size; r++)
+            want += val(r, rank * 3 + i);
+        if (out[i] != want)
+            BAD("reduce_scatter_block: [%d] = %d, not %d", i, out[i], want);
+    }
+    mix(out, sizeof(out));
+    for (int r = 0; r < size; r++)
+        rcnt[r] = r % 2 + 1; /* rank r gets r % 2 + 1 of the sums */
+    MPI_Ireduce_scatter(in, out, rcnt, MPI_INT, MPI_MAX, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    {
+        int first = 0;
+        for (int r = 0; r < rank; r++)
+            first += rcnt[r];
+        for (int i = 0; i < rcnt[rank]; i++)
+            if (out[i] != val(size - 1, first + i))
+                BAD("reduce_scatter max: [%d] = %d", i, out[i]);
+    }
+    mix(out, (size_t)rcnt[rank] * sizeof(int));
+    MPI_Scan(in, out, 3, MPI_INT, MPI_SUM, comm);
+    for (int i = 0; i < 3; i++) {
+        want = 0;
+        for (int r = 0; r <= rank; r++)
+            want += val(r, i);
+        if (out[i] != want)
+            BAD("scan: [%d] = %d, not %d", i, out[i], want);
+    }
+    mix(out, sizeof(out));
+    out[0] = -5;
+    memcpy(out, in, sizeof(out));
+    MPI_Iexscan(MPI_IN_PLACE, out, 3, MPI_INT, MPI_SUM, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int i = 0; rank > 0 && i < 3; i++) {
+        want = 0;
+        for (int r = 0; r < rank; r++)
+            want += val(r, i);
+        if (out[i] != want)
+            BAD("exscan in place: [%d] = %d, not %d", i, out[i], want);
+    }
+    if (rank > 0)
+        mix(out, sizeof(out));
+    free(in);
+    free(rcnt);
+}
+
+/* A floating-point sum (not exact): every rank gets the same bits. */
+static void check_bits(MPI_Comm comm, int rank)
+{
+    double x[16], y[16], first[16];
+
+    for (int i = 0; i < 16; i++)
+        x[i] = 1.0 / (3.0 + rank + i) + 1e-9 * rank;
+    MPI_Allreduce(x, y, 16, MPI_DOUBLE, MPI_SUM, comm);
+    memcpy(first, y, sizeof(y));
+    MPI_Bcast(first, 16, MPI_DOUBLE, 0, comm);
+    if (memcmp(first, y, sizeof(y)) != 0)
+        BAD("allreduce of doubles: not the same bits as rank 0's");
+}
+
+static void check_barriers(MPI_Comm comm)
+{
+    MPI_Request req;
+
+    MPI_Barrier(comm);
+    MPI_Ibarrier(comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+}
+
+/* Two nonblocking collectives in flight at once, and a ring of messages while they are. */
+static void check_overlap(MPI_Comm comm, int size, int rank)
+{
+    int a = rank, b = 0, c[2] = {rank, -rank}, d[2] = {0, 0}, in = -1, out = rank;
+    MPI_Request req[5];
+    MPI_Status st;
+
+    MPI_Iallreduce(&a, &b, 1, MPI_INT, MPI_SUM, comm, &req[0]);
+    MPI_Ibarrier(comm, &req[1]);
+    MPI_Irecv(&in, 1, MPI_INT, (rank + size - 1) % size, 5, comm, &req[2]);
+    MPI_Isend(&out, 1, MPI_INT, (rank + 1) % size, 5, comm, &req[3]);
+    MPI_Iallreduce(c, d, 2, MPI_INT, MPI_MIN, comm, &req[4]);
+    MPI_Waitall(4, req + 1, MPI_STATUSES_IGNORE);
+    MPI_Wait(&req[0], &st);
+    if (b != size * (size - 1) / 2 || d[0] != 0 || d[1] != -(size - 1) ||
+        in != (rank + size - 1) % size)
+        BAD("overlap: sum %d min %d %d ring %d", b, d[0], d[1], in);
+}
+
+static void check_comm(MPI_Comm comm, const char *name)
+{
+    int size, rank, before = fails;
+    char label[64];
+
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    check_barriers(comm);
+    check_bcast(comm, size, rank);
+    check_reduce(comm, size, rank);
+    check_gather(comm, size, rank);
+    check_alltoall(comm, size, rank);
+    check_scan(comm, size, rank);
+    check_bits(comm, rank);
+    check_overlap(comm, size, rank);
+    snprintf(label, sizeof(label), "collectives on %s", name);
+    agree(label, before);
+}
+
+static void check_split(void)
+{
+    MPI_Comm dup, par, half;
+    int before = fails, prank, psize, cmp = -1, in = -1, out;
+    MPI_Status st;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_compare(MPI_COMM_WORLD, dup, &cmp);
+    if (cmp != MPI_CONGRUENT)
+        BAD("compare(world, dup) = %d, not MPI_CONGRUENT", cmp);
+    check_comm(dup, "a dup of the world");
+    /* by parity, keys reversed: rank order is the world's reversed */
+    MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wsize - wrank, &par);
+    MPI_Comm_size(par, &psize);
+    MPI_Comm_rank(par, &prank);
+    if (psize != (wsize + 1 - wrank % 2) / 2 || prank != (psize - 1) - wrank / 2)
+        BAD("split: size %d rank %d", psize, prank);
+    out = wrank;
+    MPI_Sendrecv(&out, 1, MPI_INT, (prank + 1) % psize, 3, &in, 1, MPI_INT,
+                 (prank + psize - 1) % psize, 3, par, &st);
+    /* par rank q is world rank 2 (psize - 1 - q) + parity */
+    if (st.MPI_SOURCE != (prank + psize - 1) % psize ||
+        in != 2 * (psize - 1 - (prank + psize - 1) % psize) + wrank % 2)
+        BAD("split ring: got %d from %d", in, st.MPI_SOURCE);
+    check_comm(par, "a split by parity");
+    MPI_Comm_split(MPI_COMM_WORLD, wrank < wsize / 2, wrank, &half);
+    check_comm(half, "a split by halves");
+    MPI_Comm_compare(dup, par, &cmp);
+    if (wsize > 1 && cmp != MPI_UNEQUAL)
+        BAD("compare(dup, par) = %d, not MPI_UNEQUAL", cmp);
+    MPI_Comm_free(&half);
+    MPI_Comm_free(&par);
+    MPI_Comm_free(&dup);
+    if (dup != MPI_COMM_NULL)
+        BAD("comm_free left the handle");
+    agree("communicators", before);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    MPI_Type_contiguous(4, MPI_UNSIGNED, &mat_type);
+    MPI_Type_commit(&mat_type);
+    check_comm(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+    check_split();
+    {
+        uint64_t *all = malloc((size_t)wsize * sizeof(uint64_t));
+        MPI_Gather(&digest, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        if (wrank == 0) {
+            digest = 1469598103934665603ull;
+            mix(all, (size_t)wsize * sizeof(uint64_t));
+            printf("digest %016llx\n", (unsigned long long)digest);
+        }
+        free(all);
+    }
+    MPI_Type_free(&mat_type);
+    MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (wrank == 0)
+        printf("%s grid_coll (%d ranks)\n", fails ? "FAIL" : "PASS", wsize);
+    MPI_Finalize();
+    return fails ? 1 : 0;
+}
