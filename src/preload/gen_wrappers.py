@@ -128,18 +128,21 @@ def array_kind(decl: str) -> str | None:
 def grid_binding(name: str) -> Binding:
     """The parameters of a grid body mln_pl_grid_NAME: the large-count binding where there is
     one, its count and displacement arrays as views (mln_cv_t) that either binding fills."""
-    b = binding(name, True) or binding(name)
+    big = binding(name, True)
+    b = big or binding(name)
     assert b is not None, name
     params = tuple(
-        (f"mln_cv_t {a}", a) if array_kind(p) else (p, a) for p, a in b.params
+        (f"mln_cv_t {a}", a) if big and array_kind(p) else (p, a) for p, a in b.params
     )
     return Binding(name, b.ret, params)
 
 
 def grid_args(b: Binding) -> str:
-    """b's arguments for a grid body: arrays wrapped in their views."""
+    """b's arguments for a grid body: arrays wrapped in their views (functions with a
+    large-count form only: the others' bodies take the arrays as they are)."""
+    views = binding(b.name.removesuffix("_c"), True) is not None
     return ", ".join(
-        f"mln_cv_{array_kind(p)}({a})" if array_kind(p) else a for p, a in b.params
+        f"mln_cv_{array_kind(p)}({a})" if views and array_kind(p) else a for p, a in b.params
     )
 
 

@@ -293,13 +293,13 @@ void mln_pl_gcoll_progress(mln_pl_grid_t *g)
             gc_kick(c);
 }
 
-static gcoll_t *gc_new(MPI_Comm comm, gcoll_fn run, const gcoll_args_t *a)
+static gcoll_t *gc_new(mln_pl_gcomm_t *c, gcoll_fn run, const gcoll_args_t *a)
 {
     gcoll_t *o = calloc(1, sizeof(*o));
 
     if (o == NULL)
         return NULL;
-    o->c = mln_pl_gcomm(comm);
+    o->c = c;
     o->run = run;
     o->a = *a;
     o->lreq = MPI_REQUEST_NULL;
@@ -320,7 +320,7 @@ static int gc_start(gcoll_t *o, MPI_Request *request)
     c = o->c;
     handle = c->handle;
     MLN_PL_LOCK();
-    o->tag = (int)(c->seq++ & 0x3fffffff);
+    o->tag = (int)(c->seq++ & 0x7fffffff);
     if (request != NULL) {
         mln_pl_req_t *r = mln_pl_req_new(MLN_PL_RECV);
         if (r == NULL || (rc = mln_pl_req_greq(r)) != MPI_SUCCESS) {
@@ -344,6 +344,7 @@ static int gc_start(gcoll_t *o, MPI_Request *request)
     if (request == NULL) {
         while (!o->done) {
             mln_pl_progress();
+            gc_kick(c); /* a communicator of the moment (Comm_create_group) is on no list */
             if (!o->done)
                 mln_pl_idle(&spins);
         }
@@ -506,14 +507,14 @@ int mln_pl_grid_Barrier(MPI_Comm comm)
 {
     gcoll_args_t a = {.root = -1};
 
-    return gc_start(gc_new(comm, run_barrier, &a), NULL);
+    return gc_start(gc_new(mln_pl_gcomm(comm), run_barrier, &a), NULL);
 }
 
 int mln_pl_grid_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
     gcoll_args_t a = {.root = -1};
 
-    return gc_start(gc_new(comm, run_barrier, &a), request);
+    return gc_start(gc_new(mln_pl_gcomm(comm), run_barrier, &a), request);
 }
 
 /* ---- Bcast ----------------------------------------------------------------------------------- */
@@ -560,7 +561,7 @@ int mln_pl_grid_bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int 
 
     if (root < 0 || root >= c->size)
         return mln_pl_grid_fail(MPI_ERR_ROOT);
-    return gc_start(gc_new(comm, run_bcast, &a), request);
+    return gc_start(gc_new(mln_pl_gcomm(comm), run_bcast, &a), request);
 }
 
 int mln_pl_grid_Ibcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
@@ -685,7 +686,7 @@ static int reduce_start(const void *sendbuf, void *recvbuf, MPI_Count count, MPI
         return mln_pl_grid_fail(MPI_ERR_ROOT);
     if (count < 0)
         return mln_pl_grid_fail(MPI_ERR_COUNT);
-    if ((o = gc_new(comm, run_reduce, &a)) == NULL)
+    if ((o = gc_new(mln_pl_gcomm(comm), run_reduce, &a)) == NULL)
         return mln_pl_grid_fail(MPI_ERR_NO_MEM);
     o->kind = kind;
     o->count = count;
@@ -733,7 +734,7 @@ static int rs_start(const void *sendbuf, void *recvbuf, mln_cv_t counts, MPI_Cou
                       .rtype = datatype,
                       .op = op,
                       .root = -1};
-    gcoll_t *o = gc_new(comm, run_reduce, &a);
+    gcoll_t *o = gc_new(mln_pl_gcomm(comm), run_reduce, &a);
     MPI_Count total = 0;
 
     if (o == NULL)
@@ -1013,7 +1014,7 @@ static int rooted_start(gcoll_fn run, int kind, const gcoll_args_t *a, MPI_Comm 
 
     if (a->root < 0 || a->root >= c->size)
         return mln_pl_grid_fail(MPI_ERR_ROOT);
-    if ((o = gc_new(comm, run, a)) == NULL)
+    if ((o = gc_new(mln_pl_gcomm(comm), run, a)) == NULL)
         return mln_pl_grid_fail(MPI_ERR_NO_MEM);
     o->kind = kind;
     return gc_start(o, request);
@@ -1220,7 +1221,7 @@ static void fin_allgather(gcoll_t *o)
 
 static int allgather_user(const gcoll_args_t *a, MPI_Comm comm, MPI_Request *request)
 {
-    gcoll_t *o = gc_new(comm, run_allgather, a);
+    gcoll_t *o = gc_new(mln_pl_gcomm(comm), run_allgather, a);
     int rc;
     tinfo_t rt;
 
@@ -1297,7 +1298,7 @@ static void fin_bytes(gcoll_t *o)
 int mln_pl_gcoll_allgather_bytes(mln_pl_gcomm_t *c, const void *in, int n, void *out)
 {
     gcoll_args_t a = {.root = -1};
-    gcoll_t *o = gc_new(c->handle, run_allgather, &a);
+    gcoll_t *o = gc_new(c, run_allgather, &a);
 
     if (o == NULL)
         return MPI_ERR_NO_MEM;
@@ -1331,7 +1332,7 @@ static int scan_start(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
                       MPI_Op op, MPI_Comm comm, int kind, MPI_Request *request)
 {
     gcoll_args_t a = {.sbuf = sendbuf, .rbuf = recvbuf, .rtype = datatype, .op = op, .root = -1};
-    gcoll_t *o = gc_new(comm, run_allgather, &a);
+    gcoll_t *o = gc_new(mln_pl_gcomm(comm), run_allgather, &a);
     tinfo_t ti;
 
     if (o == NULL)
@@ -1502,7 +1503,7 @@ static int a2a_in_place(gcoll_t *o)
 
 static int a2a_start(int kind, const gcoll_args_t *a, MPI_Comm comm, MPI_Request *request)
 {
-    gcoll_t *o = gc_new(comm, run_alltoall, a);
+    gcoll_t *o = gc_new(mln_pl_gcomm(comm), run_alltoall, a);
     int rc;
 
     if (o == NULL)

@@ -295,11 +295,98 @@ static int make_dup(MPI_Comm parent, int color, int key, void *arg, MPI_Comm *ou
                        : mln_pmpi.Comm_dup(parent, out);
 }
 
+int mln_pl_gcomm_make(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    return gcomm_make(comm, color, key, make_split, NULL, newcomm);
+}
+
 int mln_pl_grid_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     if (color < 0 && color != MPI_UNDEFINED)
         return mln_pl_grid_fail(MPI_ERR_ARG);
     return gcomm_make(comm, color, key, make_split, NULL, newcomm);
+}
+
+/* MPI's communicator over this site's members of world[0..n) (in that order), made from
+ * parent (site-local: the parent's handle or local) with MPI_Comm_create_group. */
+static int site_part(mln_pl_gcomm_t *p, MPI_Comm parent, const int *world, int n, int tag,
+                     MPI_Comm *out)
+{
+    mln_pl_grid_t *g = mln_pl.grid;
+    MPI_Group all = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
+    int *ranks = malloc((size_t)n * sizeof(int)), m = 0, rc;
+
+    if (ranks == NULL)
+        return MPI_ERR_NO_MEM;
+    for (int i = 0; i < n; i++)
+        if (mln_relay_site_of_rank(g->relay, world[i]) == g->site)
+            ranks[m++] = p->lrank[p->of_global[world[i]]];
+    rc = mln_pmpi.Comm_group(parent, &all);
+    if (rc == MPI_SUCCESS)
+        rc = mln_pmpi.Group_incl(all, m, ranks, &mine);
+    if (rc == MPI_SUCCESS)
+        rc = mln_pmpi.Comm_create_group(parent, mine, tag, out);
+    if (mine != MPI_GROUP_NULL)
+        mln_pmpi.Group_free(&mine);
+    if (all != MPI_GROUP_NULL)
+        mln_pmpi.Group_free(&all);
+    free(ranks);
+    return rc;
+}
+
+/* MPI_Comm_create_group: collective over the members only, so the context is agreed among
+ * them, by an allgather over a communicator of the moment (the members, the parent's
+ * collective context, tags from 2^30 + tag on: never the parent's own collectives'). */
+int mln_pl_gcomm_make_group(mln_pl_gcomm_t *p, const int *world, int n, int pos, int tag,
+                            MPI_Comm *newcomm)
+{
+    mln_pl_grid_t *g = mln_pl.grid;
+    MPI_Comm handle = MPI_COMM_NULL, local = MPI_COMM_NULL;
+    mln_pl_gcomm_t t;
+    uint32_t *said = NULL, ctx = 0;
+    int rc;
+
+    *newcomm = MPI_COMM_NULL;
+    rc = site_part(p, p->handle, world, n, tag, &handle);
+    if (rc == MPI_SUCCESS)
+        rc = site_part(p, p->local, world, n, tag, &local);
+    if (rc == MPI_SUCCESS && one_site(world, n)) {
+        *newcomm = handle;
+        mln_pmpi.Comm_free(&local);
+        return MPI_SUCCESS;
+    }
+    memset(&t, 0, sizeof(t));
+    t.local = local;
+    t.handle = MPI_COMM_NULL;
+    t.cctx = p->cctx;
+    t.seq = 0x40000000u | ((uint32_t)tag & 0x3fffffffu);
+    t.rank = pos;
+    t.colls_tail = &t.colls;
+    if (rc == MPI_SUCCESS)
+        rc = gcomm_maps(g, &t, world, n);
+    if (rc == MPI_SUCCESS && (said = malloc((size_t)n * sizeof(*said))) == NULL)
+        rc = MPI_ERR_NO_MEM;
+    MLN_PL_LOCK();
+    if (rc == MPI_SUCCESS)
+        rc = mln_pl_gcoll_allgather_bytes(&t, &g->next_ctx, (int)sizeof(g->next_ctx), said);
+    for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
+        ctx = said[i] > ctx ? said[i] : ctx;
+    if (rc == MPI_SUCCESS) {
+        g->next_ctx = ctx + 2;
+        rc = gcomm_add(world, n, pos, ctx, handle, local);
+    }
+    MLN_PL_UNLOCK();
+    mln_pl_gcomm_fini(&t);
+    free(said);
+    if (rc == MPI_SUCCESS) {
+        *newcomm = handle;
+        return MPI_SUCCESS;
+    }
+    if (handle != MPI_COMM_NULL)
+        mln_pmpi.Comm_free(&handle);
+    if (local != MPI_COMM_NULL)
+        mln_pmpi.Comm_free(&local);
+    return rc;
 }
 
 int mln_pl_grid_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)

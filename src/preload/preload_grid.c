@@ -609,6 +609,27 @@ int mln_pl_Abort(MPI_Comm comm, int errorcode)
     return mln_pmpi.Abort(MPI_COMM_WORLD, errorcode);
 }
 
+/* ---- MPI_Wtime --------------------------------------------------------------------------------
+ */
+
+/* One clock for every site: the hosts' real time (synchronized by NTP on real sites, one clock
+ * on the test bed), where each MPI's own may count from its process's start. */
+double mln_pl_Wtime(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double mln_pl_Wtick(void)
+{
+    struct timespec ts;
+
+    clock_getres(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ---- life cycle ------------------------------------------------------------------------------ */
 
 static void start_failed(const char *why, int lrank)
@@ -692,6 +713,7 @@ void mln_pl_grid_stop(void)
         free(c);
     }
     mln_pl_gcomm_fini(&g->world);
+    mln_pl_ggroup_fini();
     MPI_Comm_free(&g->local);
     while (g->msgs) {
         grid_msg_t *gm = g->msgs;

@@ -85,6 +85,14 @@ mln_pl_gcomm_t *mln_pl_gcomm(MPI_Comm comm);
 int mln_pl_gcomm_world(mln_pl_grid_t *g);
 void mln_pl_gcomm_fini(mln_pl_gcomm_t *c);
 
+/* A communicator made from grid communicator comm as MPI_Comm_split would (the constructors'
+ * common part), and one of the members world[0..n) (this rank: pos) as MPI_Comm_create_group
+ * would (collective over them only). */
+int mln_pl_gcomm_make(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
+int mln_pl_gcomm_make_group(mln_pl_gcomm_t *p, const int *world, int n, int pos, int tag,
+                            MPI_Comm *newcomm);
+void mln_pl_ggroup_fini(void); /* preload_ggroup.c: the groups left at MPI_Finalize */
+
 /* Collectives (preload_gcoll.c): every communicator's queue moves (mln_pl_grid_progress). */
 void mln_pl_gcoll_progress(mln_pl_grid_t *g);
 /* An allgather of n bytes per rank into out (size x n), blocking (making communicators). */

@@ -2369,7 +2369,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create(comm, group, newcomm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Comm_create", 1);
+        return mln_pl_grid_Comm_create(comm, group, newcomm);
     int mln_rc = mln_pmpi.Comm_create(comm, group, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -2384,7 +2384,7 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Comm_create_group", 1);
+        return mln_pl_grid_Comm_create_group(comm, group, tag, newcomm);
     int mln_rc = mln_pmpi.Comm_create_group(comm, group, tag, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -2521,6 +2521,22 @@ int PMPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int s
                                     MPI_Info info, int reorder, MPI_Comm *comm_dist_graph)
     __attribute__((alias("MPI_Dist_graph_create_adjacent")));
 
+double MPI_Wtime(void)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Wtime();
+    return mln_pl_Wtime();
+}
+double PMPI_Wtime(void) __attribute__((alias("MPI_Wtime")));
+
+double MPI_Wtick(void)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Wtick();
+    return mln_pl_Wtick();
+}
+double PMPI_Wtick(void) __attribute__((alias("MPI_Wtick")));
+
 int MPI_Comm_size(MPI_Comm comm, int *size)
 {
     if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
@@ -2561,6 +2577,120 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
 }
 int PMPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
     __attribute__((alias("MPI_Comm_compare")));
+
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Comm_group(comm, group);
+    return mln_pl_Comm_group(comm, group);
+}
+int PMPI_Comm_group(MPI_Comm comm, MPI_Group *group) __attribute__((alias("MPI_Comm_group")));
+
+int MPI_Group_size(MPI_Group group, int *size)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_size(group, size);
+    return mln_pl_Group_size(group, size);
+}
+int PMPI_Group_size(MPI_Group group, int *size) __attribute__((alias("MPI_Group_size")));
+
+int MPI_Group_rank(MPI_Group group, int *rank)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_rank(group, rank);
+    return mln_pl_Group_rank(group, rank);
+}
+int PMPI_Group_rank(MPI_Group group, int *rank) __attribute__((alias("MPI_Group_rank")));
+
+int MPI_Group_free(MPI_Group *group)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_free(group);
+    return mln_pl_Group_free(group);
+}
+int PMPI_Group_free(MPI_Group *group) __attribute__((alias("MPI_Group_free")));
+
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                              int ranks2[])
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_translate_ranks(group1, n, ranks1, group2, ranks2);
+    return mln_pl_Group_translate_ranks(group1, n, ranks1, group2, ranks2);
+}
+int PMPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                               int ranks2[]) __attribute__((alias("MPI_Group_translate_ranks")));
+
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_compare(group1, group2, result);
+    return mln_pl_Group_compare(group1, group2, result);
+}
+int PMPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result)
+    __attribute__((alias("MPI_Group_compare")));
+
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_union(group1, group2, newgroup);
+    return mln_pl_Group_union(group1, group2, newgroup);
+}
+int PMPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_union")));
+
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_intersection(group1, group2, newgroup);
+    return mln_pl_Group_intersection(group1, group2, newgroup);
+}
+int PMPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_intersection")));
+
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_difference(group1, group2, newgroup);
+    return mln_pl_Group_difference(group1, group2, newgroup);
+}
+int PMPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_difference")));
+
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_incl(group, n, ranks, newgroup);
+    return mln_pl_Group_incl(group, n, ranks, newgroup);
+}
+int PMPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_incl")));
+
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_excl(group, n, ranks, newgroup);
+    return mln_pl_Group_excl(group, n, ranks, newgroup);
+}
+int PMPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_excl")));
+
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_range_incl(group, n, ranges, newgroup);
+    return mln_pl_Group_range_incl(group, n, ranges, newgroup);
+}
+int PMPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_range_incl")));
+
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Group_range_excl(group, n, ranges, newgroup);
+    return mln_pl_Group_range_excl(group, n, ranges, newgroup);
+}
+int PMPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
+    __attribute__((alias("MPI_Group_range_excl")));
 
 #if defined(MLN_PL_HAVE_Comm_spawn)
 int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
@@ -3070,18 +3200,6 @@ int MPI_Comm_flush_buffer(MPI_Comm comm)
     return mln_pmpi.Comm_flush_buffer(comm);
 }
 int PMPI_Comm_flush_buffer(MPI_Comm comm) __attribute__((alias("MPI_Comm_flush_buffer")));
-
-#endif
-#if defined(MLN_PL_HAVE_Comm_group)
-int MPI_Comm_group(MPI_Comm comm, MPI_Group *group)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Comm_group(comm, group);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Comm_group", 1);
-    return mln_pmpi.Comm_group(comm, group);
-}
-int PMPI_Comm_group(MPI_Comm comm, MPI_Group *group) __attribute__((alias("MPI_Comm_group")));
 
 #endif
 #if defined(MLN_PL_HAVE_Comm_idup)
@@ -4416,11 +4534,26 @@ static const struct {
     {"PMPI_Dist_graph_create", offsetof(struct mln_pmpi_table, Dist_graph_create)},
     {"PMPI_Dist_graph_create_adjacent",
      offsetof(struct mln_pmpi_table, Dist_graph_create_adjacent)},
+    {"PMPI_Wtime", offsetof(struct mln_pmpi_table, Wtime)},
+    {"PMPI_Wtick", offsetof(struct mln_pmpi_table, Wtick)},
     {"PMPI_Comm_size", offsetof(struct mln_pmpi_table, Comm_size)},
     {"PMPI_Comm_rank", offsetof(struct mln_pmpi_table, Comm_rank)},
     {"PMPI_Abort", offsetof(struct mln_pmpi_table, Abort)},
     {"PMPI_Comm_free", offsetof(struct mln_pmpi_table, Comm_free)},
     {"PMPI_Comm_compare", offsetof(struct mln_pmpi_table, Comm_compare)},
+    {"PMPI_Comm_group", offsetof(struct mln_pmpi_table, Comm_group)},
+    {"PMPI_Group_size", offsetof(struct mln_pmpi_table, Group_size)},
+    {"PMPI_Group_rank", offsetof(struct mln_pmpi_table, Group_rank)},
+    {"PMPI_Group_free", offsetof(struct mln_pmpi_table, Group_free)},
+    {"PMPI_Group_translate_ranks", offsetof(struct mln_pmpi_table, Group_translate_ranks)},
+    {"PMPI_Group_compare", offsetof(struct mln_pmpi_table, Group_compare)},
+    {"PMPI_Group_union", offsetof(struct mln_pmpi_table, Group_union)},
+    {"PMPI_Group_intersection", offsetof(struct mln_pmpi_table, Group_intersection)},
+    {"PMPI_Group_difference", offsetof(struct mln_pmpi_table, Group_difference)},
+    {"PMPI_Group_incl", offsetof(struct mln_pmpi_table, Group_incl)},
+    {"PMPI_Group_excl", offsetof(struct mln_pmpi_table, Group_excl)},
+    {"PMPI_Group_range_incl", offsetof(struct mln_pmpi_table, Group_range_incl)},
+    {"PMPI_Group_range_excl", offsetof(struct mln_pmpi_table, Group_range_excl)},
 #if defined(MLN_PL_HAVE_Comm_spawn)
     {"PMPI_Comm_spawn", offsetof(struct mln_pmpi_table, Comm_spawn)},
 #endif
@@ -4517,9 +4650,6 @@ static const struct {
 #endif
 #if defined(MLN_PL_HAVE_Comm_flush_buffer)
     {"PMPI_Comm_flush_buffer", offsetof(struct mln_pmpi_table, Comm_flush_buffer)},
-#endif
-#if defined(MLN_PL_HAVE_Comm_group)
-    {"PMPI_Comm_group", offsetof(struct mln_pmpi_table, Comm_group)},
 #endif
 #if defined(MLN_PL_HAVE_Comm_idup)
     {"PMPI_Comm_idup", offsetof(struct mln_pmpi_table, Comm_idup)},

@@ -336,11 +336,26 @@ struct mln_pmpi_table {
     __typeof__(PMPI_Graph_create) *Graph_create;
     __typeof__(PMPI_Dist_graph_create) *Dist_graph_create;
     __typeof__(PMPI_Dist_graph_create_adjacent) *Dist_graph_create_adjacent;
+    __typeof__(PMPI_Wtime) *Wtime;
+    __typeof__(PMPI_Wtick) *Wtick;
     __typeof__(PMPI_Comm_size) *Comm_size;
     __typeof__(PMPI_Comm_rank) *Comm_rank;
     __typeof__(PMPI_Abort) *Abort;
     __typeof__(PMPI_Comm_free) *Comm_free;
     __typeof__(PMPI_Comm_compare) *Comm_compare;
+    __typeof__(PMPI_Comm_group) *Comm_group;
+    __typeof__(PMPI_Group_size) *Group_size;
+    __typeof__(PMPI_Group_rank) *Group_rank;
+    __typeof__(PMPI_Group_free) *Group_free;
+    __typeof__(PMPI_Group_translate_ranks) *Group_translate_ranks;
+    __typeof__(PMPI_Group_compare) *Group_compare;
+    __typeof__(PMPI_Group_union) *Group_union;
+    __typeof__(PMPI_Group_intersection) *Group_intersection;
+    __typeof__(PMPI_Group_difference) *Group_difference;
+    __typeof__(PMPI_Group_incl) *Group_incl;
+    __typeof__(PMPI_Group_excl) *Group_excl;
+    __typeof__(PMPI_Group_range_incl) *Group_range_incl;
+    __typeof__(PMPI_Group_range_excl) *Group_range_excl;
 #if defined(MLN_PL_HAVE_Comm_spawn)
     __typeof__(PMPI_Comm_spawn) *Comm_spawn;
 #endif
@@ -436,9 +451,6 @@ struct mln_pmpi_table {
 #endif
 #if defined(MLN_PL_HAVE_Comm_flush_buffer)
     __typeof__(PMPI_Comm_flush_buffer) *Comm_flush_buffer;
-#endif
-#if defined(MLN_PL_HAVE_Comm_group)
-    __typeof__(PMPI_Comm_group) *Comm_group;
 #endif
 #if defined(MLN_PL_HAVE_Comm_idup)
     __typeof__(PMPI_Comm_idup) *Comm_idup;
@@ -667,11 +679,27 @@ int mln_pl_Request_get_status(MPI_Request request, int *flag, MPI_Status *status
 int mln_pl_Cancel(MPI_Request *request);
 int mln_pl_Request_free(MPI_Request *request);
 int mln_pl_Bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm);
+double mln_pl_Wtime(void);
+double mln_pl_Wtick(void);
 int mln_pl_Comm_size(MPI_Comm comm, int *size);
 int mln_pl_Comm_rank(MPI_Comm comm, int *rank);
 int mln_pl_Abort(MPI_Comm comm, int errorcode);
 int mln_pl_Comm_free(MPI_Comm *comm);
 int mln_pl_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
+int mln_pl_Comm_group(MPI_Comm comm, MPI_Group *group);
+int mln_pl_Group_size(MPI_Group group, int *size);
+int mln_pl_Group_rank(MPI_Group group, int *rank);
+int mln_pl_Group_free(MPI_Group *group);
+int mln_pl_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                                 int ranks2[]);
+int mln_pl_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int mln_pl_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int mln_pl_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int mln_pl_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int mln_pl_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int mln_pl_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int mln_pl_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int mln_pl_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
 
 /* Grid mode (preload_grid.c): 1 under `multilane grid run`, where the program's
  * MPI_COMM_WORLD is the grid's world; the bodies of poll and born functions marked
@@ -791,6 +819,8 @@ int mln_pl_grid_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newco
 int mln_pl_grid_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int mln_pl_grid_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
                                 MPI_Comm *newcomm);
+int mln_pl_grid_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int mln_pl_grid_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
 
 /* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs
  * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and
@@ -1128,11 +1158,26 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #define MPI_Graph_create (*mln_pmpi.Graph_create)
 #define MPI_Dist_graph_create (*mln_pmpi.Dist_graph_create)
 #define MPI_Dist_graph_create_adjacent (*mln_pmpi.Dist_graph_create_adjacent)
+#define MPI_Wtime (*mln_pmpi.Wtime)
+#define MPI_Wtick (*mln_pmpi.Wtick)
 #define MPI_Comm_size (*mln_pmpi.Comm_size)
 #define MPI_Comm_rank (*mln_pmpi.Comm_rank)
 #define MPI_Abort (*mln_pmpi.Abort)
 #define MPI_Comm_free (*mln_pmpi.Comm_free)
 #define MPI_Comm_compare (*mln_pmpi.Comm_compare)
+#define MPI_Comm_group (*mln_pmpi.Comm_group)
+#define MPI_Group_size (*mln_pmpi.Group_size)
+#define MPI_Group_rank (*mln_pmpi.Group_rank)
+#define MPI_Group_free (*mln_pmpi.Group_free)
+#define MPI_Group_translate_ranks (*mln_pmpi.Group_translate_ranks)
+#define MPI_Group_compare (*mln_pmpi.Group_compare)
+#define MPI_Group_union (*mln_pmpi.Group_union)
+#define MPI_Group_intersection (*mln_pmpi.Group_intersection)
+#define MPI_Group_difference (*mln_pmpi.Group_difference)
+#define MPI_Group_incl (*mln_pmpi.Group_incl)
+#define MPI_Group_excl (*mln_pmpi.Group_excl)
+#define MPI_Group_range_incl (*mln_pmpi.Group_range_incl)
+#define MPI_Group_range_excl (*mln_pmpi.Group_range_excl)
 #if defined(MLN_PL_HAVE_Comm_spawn)
 #define MPI_Comm_spawn (*mln_pmpi.Comm_spawn)
 #endif
@@ -1228,9 +1273,6 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #endif
 #if defined(MLN_PL_HAVE_Comm_flush_buffer)
 #define MPI_Comm_flush_buffer (*mln_pmpi.Comm_flush_buffer)
-#endif
-#if defined(MLN_PL_HAVE_Comm_group)
-#define MPI_Comm_group (*mln_pmpi.Comm_group)
 #endif
 #if defined(MLN_PL_HAVE_Comm_idup)
 #define MPI_Comm_idup (*mln_pmpi.Comm_idup)

@@ -510,6 +510,138 @@ static void check_split(void)
     agree("communicators", before);
 }
 
+/* Groups of the world, the communicators made from them (Comm_create: collective over the
+ * parent; Comm_create_group: over the group only). */
+static void check_groups(void)
+{
+    MPI_Group wg, eg, og, ug, ig, dg, rg, pg;
+    MPI_Comm ec = MPI_COMM_NULL, rc = MPI_COMM_NULL, oc = MPI_COMM_NULL;
+    int before = fails, ne = (wsize + 1) / 2, *evens = malloc((size_t)wsize * sizeof(int));
+    int *got = malloc((size_t)wsize * sizeof(int)), n = -1, r = -1, cmp = -1, range[1][3];
+
+    for (int i = 0; i < ne; i++)
+        evens[i] = 2 * i;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_size(wg, &n);
+    MPI_Group_rank(wg, &r);
+    if (n != wsize || r != wrank)
+        BAD("group of the world: size %d rank %d", n, r);
+    MPI_Group_incl(wg, ne, evens, &eg);
+    MPI_Group_excl(wg, ne, evens, &og);
+    MPI_Group_union(eg, og, &ug);
+    MPI_Group_compare(ug, wg, &cmp);
+    if (cmp != (wsize <= 2 ? MPI_IDENT : MPI_SIMILAR))
+        BAD("compare(evens + odds, world) = %d", cmp);
+    MPI_Group_intersection(wg, eg, &ig);
+    MPI_Group_compare(ig, eg, &cmp);
+    if (cmp != MPI_IDENT)
+        BAD("compare(world & evens, evens) = %d", cmp);
+    MPI_Group_difference(wg, eg, &dg);
+    MPI_Group_compare(dg, og, &cmp);
+    if (cmp != MPI_IDENT)
+        BAD("compare(world - evens, odds) = %d", cmp);
+    for (int i = 0; i < ne; i++)
+        got[i] = i;
+    MPI_Group_translate_ranks(eg, ne, got, wg, got);
+    for (int i = 0; i < ne; i++)
+        if (got[i] != 2 * i)
+            BAD("translate: even %d is world %d", i, got[i]);
+    range[0][0] = wsize - 1;
+    range[0][1] = 0;
+    range[0][2] = -1;
+    MPI_Group_range_incl(wg, 1, range, &rg);
+    MPI_Group_rank(rg, &r);
+    if (r != wsize - 1 - wrank)
+        BAD("range_incl reversed: rank %d", r);
+    /* Comm_create over the world: the evens get one, the odds none */
+    MPI_Comm_create(MPI_COMM_WORLD, eg, &ec);
+    if ((wrank % 2 == 0) != (ec != MPI_COMM_NULL))
+        BAD("comm_create: %s communicator", ec == MPI_COMM_NULL ? "no" : "a");
+    if (ec != MPI_COMM_NULL) {
+        int sum = 0, size = 0, rank = -1;
+        MPI_Comm_size(ec, &size);
+        MPI_Comm_rank(ec, &rank);
+        MPI_Allreduce(&wrank, &sum, 1, MPI_INT, MPI_SUM, ec);
+        if (size != ne || rank != wrank / 2 || sum != ne * (ne - 1))
+            BAD("comm_create: size %d rank %d sum %d", size, rank, sum);
+        mix(&sum, sizeof(sum));
+        MPI_Comm_group(ec, &pg);
+        MPI_Group_compare(pg, eg, &cmp);
+        if (cmp != MPI_IDENT)
+            BAD("group of the created communicator: compare = %d", cmp);
+        MPI_Group_free(&pg);
+        MPI_Comm_free(&ec);
+    }
+    /* Comm_create_group: everyone, in reverse; then the odds alone */
+    MPI_Comm_create_group(MPI_COMM_WORLD, rg, 7, &rc);
+    {
+        int rank = -1, v = wrank == 0 ? 99 : -1;
+        MPI_Comm_rank(rc, &rank);
+        MPI_Bcast(&v, 1, MPI_INT, wsize - 1, rc); /* from world rank 0 */
+        if (rank != wsize - 1 - wrank || v != 99)
+            BAD("comm_create_group reversed: rank %d value %d", rank, v);
+        MPI_Comm_free(&rc);
+    }
+    if (wrank % 2 == 1) {
+        int sum = 0;
+        MPI_Comm_create_group(MPI_COMM_WORLD, og, 8, &oc);
+        MPI_Allreduce(&wrank, &sum, 1, MPI_INT, MPI_SUM, oc);
+        if (sum != (wsize / 2) * (wsize / 2))
+            BAD("comm_create_group of the odds: sum %d", sum);
+        MPI_Comm_free(&oc);
+    }
+    MPI_Group_free(&rg);
+    MPI_Group_free(&dg);
+    MPI_Group_free(&ig);
+    MPI_Group_free(&ug);
+    MPI_Group_free(&og);
+    MPI_Group_free(&eg);
+    MPI_Group_free(&wg);
+    if (wg != MPI_GROUP_NULL || eg != MPI_GROUP_NULL)
+        BAD("group_free left a handle");
+    free(evens);
+    free(got);
+    agree("groups", before);
+}
+
+/* MPI_BOTTOM with a struct of absolute addresses (Bcast and point-to-point), and MPI_Wtime
+ * that follows causality across ranks. */
+static void check_bottom_wtime(void)
+{
+    int a = wrank == 0 ? 11 : 0, before = fails;
+    double b = wrank == 0 ? 2.5 : 0, t0 = 0, t1;
+    int lens[2] = {1, 1};
+    MPI_Aint at[2];
+    MPI_Datatype types[2] = {MPI_INT, MPI_DOUBLE}, st;
+
+    MPI_Get_address(&a, &at[0]);
+    MPI_Get_address(&b, &at[1]);
+    MPI_Type_create_struct(2, lens, at, types, &st);
+    MPI_Type_commit(&st);
+    MPI_Bcast(MPI_BOTTOM, 1, st, 0, MPI_COMM_WORLD);
+    if (a != 11 || b != 2.5)
+        BAD("bcast of MPI_BOTTOM: %d %g", a, b);
+    if (wrank == 0 && wsize > 1) {
+        a = 12;
+        b = 3.5;
+        MPI_Send(MPI_BOTTOM, 1, st, wsize - 1, 4, MPI_COMM_WORLD);
+    } else if (wrank == wsize - 1 && wsize > 1) {
+        MPI_Recv(MPI_BOTTOM, 1, st, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (a != 12 || b != 3.5)
+            BAD("send of MPI_BOTTOM: %d %g", a, b);
+    }
+    MPI_Type_free(&st);
+    if (wrank == 0)
+        t0 = MPI_Wtime();
+    MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    t1 = MPI_Wtime();
+    /* one clock across sites: later here than rank 0's reading before it sent (grid mode
+     * only: Open MPI's own clock counts from each process's start, MPI_WTIME_IS_GLOBAL 0) */
+    if (getenv("MLN_GRID_SITES") != NULL && t1 < t0 - 1e-3)
+        BAD("MPI_Wtime: %.6f here after rank 0 sent %.6f", t1, t0);
+    agree("MPI_BOTTOM and MPI_Wtime", before);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -519,6 +651,8 @@ int main(int argc, char **argv)
     MPI_Type_commit(&mat_type);
     check_comm(MPI_COMM_WORLD, "MPI_COMM_WORLD");
     check_split();
+    check_groups();
+    check_bottom_wtime();
     {
         uint64_t *all = malloc((size_t)wsize * sizeof(uint64_t));
         MPI_Gather(&digest, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
