@@ -19,14 +19,16 @@
  * output is sorted, the last key of rank r is at most the first of rank r + 1, and the keys'
  * count, sum and sum of squares (mod 2^64) are those of the input.  Output: one line per phase
  * (time max over ranks, summed over iterations), Mkeys/s = P keys iters / total / 1e6, and
- * "verified" or what failed.  Exit status: 0 verified, 1 wrong result, 2 usage or memory.
+ * "verified" or what failed; with --json FILE the same as the project's result document
+ * (nas_result.h; bytes: the keys and counts sent across the --split, per iteration).  Exit
+ * status: 0 verified, 1 wrong result, 2 usage or memory, 3 the JSON not written.
  * --inject-error RANK makes that rank change one key of its output: the run must fail (tests).
  *
  * Cost per iteration (alpha-beta, P ranks, n keys each, B buckets): Allreduce of B words,
  * Alltoall of P words, Alltoallv of ~n (P-1)/P keys per rank: the all-to-all is the
  * cross-site traffic of seed 004's IS figures.
  */
-#include "nas_opts.h"
+#include "nas_result.h"
 
 #include <mpi.h>
 
@@ -40,9 +42,22 @@
 enum { PH_ALLREDUCE, PH_ALLTOALL, PH_ALLTOALLV, PH_SORT, PH_N };
 static const char *const phase_name[PH_N] = {"histogram", "alltoall", "alltoallv", "sort"};
 
+/* The JSON's metrics: total_s, the phases (PH_* + 1), then the rate. */
+enum { M_TOTAL, M_RATE = PH_N + 1, M_N };
+static const mln_bench_metric_t is_metrics[M_N] = {
+    {"total_s", "s", "one run", "the four phases summed over the iterations, each max over ranks",
+     0},
+    {"histogram_s", "s", "one run",
+     "counting the keys per bucket and MPI_Allreduce of the counts, max over ranks", 0},
+    {"alltoall_s", "s", "one run", "MPI_Alltoall of the key counts, max over ranks", 0},
+    {"alltoallv_s", "s", "one run", "MPI_Alltoallv of the keys, max over ranks", 0},
+    {"sort_s", "s", "one run", "the counting sort of the keys received, max over ranks", 0},
+    {"Mkeys_s", "Mkeys/s", "one run", "P x keys per rank x iterations / total_s / 10^6", 1},
+};
+
 typedef struct is_opts {
     long keys, max_key, buckets, iters;
-    long inject; /* --inject-error RANK: that rank changes one key of its output (tests) */
+    nas_common_t c; /* --inject-error RANK: that rank changes one key of its output (tests) */
 } is_opts_t;
 
 static int rank, size;
@@ -60,22 +75,19 @@ static int usage(const char *why)
 {
     return nas_usage(
         rank, "mln-nas-is", why,
-        "[--keys N] [--max-key K] [--buckets B] [--iters I] [--inject-error RANK]\n"
+        "[--keys N] [--max-key K] [--buckets B] [--iters I]\n"
         "  keys per rank (default 1048576), keys in [0, K) (default 524288), B buckets "
-        "dividing K (default 1024), I iterations, 1 to 64 (default 10); RANK changes "
-        "one key of its output (the verification must fail)");
+        "dividing K (default 1024), I iterations, 1 to 64 (default 10)");
 }
 
 static int parse(int argc, char **argv, is_opts_t *o)
 {
-    *o = (is_opts_t){
-        .keys = 1L << 20, .max_key = 1L << 19, .buckets = 1024, .iters = 10, .inject = -1};
+    *o = (is_opts_t){.keys = 1L << 20, .max_key = 1L << 19, .buckets = 1024, .iters = 10};
     const nas_opt_t opts[] = {{"--keys", &o->keys, 1},
                               {"--max-key", &o->max_key, 1},
                               {"--buckets", &o->buckets, 1},
-                              {"--iters", &o->iters, 1},
-                              {"--inject-error", &o->inject, 0}};
-    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])));
+                              {"--iters", &o->iters, 1}};
+    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])), &o->c);
 
     if (bad != NULL)
         return usage(bad);
@@ -86,7 +98,40 @@ static int parse(int argc, char **argv, is_opts_t *o)
         return usage("--max-key must be 128 to 2^30 and a multiple of --buckets");
     if (o->iters > ITER_MAX)
         return usage("--iters is at most 64");
-    return 0;
+    if (nas_split(&o->c, size) < 0)
+        return usage("--split must leave the second site a rank (below the rank count)");
+    return nas_result_probe(&o->c, "mln-nas-is");
+}
+
+/* Mkeys/s of a run that took `total` seconds. */
+static double is_rate(const is_opts_t *o, double total)
+{
+    return total > 0 ? (double)o->keys * size * (double)o->iters / total / 1e6 : 0.0;
+}
+
+/* The JSON result (with --json): 0 or 3. */
+static int report(const is_opts_t *o, const double tmax[PH_N], double total, uint64_t cross,
+                  int verified, int argc, char **argv)
+{
+    double values[M_N];
+    nas_result_t r = {.benchmark = "nas-is",
+                      .metrics = is_metrics,
+                      .values = values,
+                      .nmetrics = M_N,
+                      .cross_bytes = cross,
+                      .problem_bytes = (uint64_t)o->keys * (uint64_t)size * sizeof(int),
+                      .iters = o->iters,
+                      .verified = verified};
+
+    values[M_TOTAL] = total;
+    for (int p = 0; p < PH_N; p++)
+        values[M_TOTAL + 1 + p] = tmax[p];
+    values[M_RATE] = is_rate(o, total);
+    nas_result_param(&r, "keys", o->keys);
+    nas_result_param(&r, "max_key", o->max_key);
+    nas_result_param(&r, "buckets", o->buckets);
+    nas_result_param(&r, "iters", o->iters);
+    return nas_result_write(&r, &o->c, "mln-nas-is", argc, argv);
 }
 
 /* count, sum, sum of squares of n keys (mod 2^64), added into acc[3] */
@@ -104,15 +149,16 @@ int main(int argc, char **argv)
     is_opts_t o;
     int *keys = NULL, *out = NULL, *scounts = NULL, *rcounts = NULL, *sdispl = NULL, *rdispl = NULL;
     long *lcount = NULL, *gcount = NULL, *lo_bucket = NULL, *work = NULL, nout = 0;
-    double t[PH_N] = {0}, tmax[PH_N], total = 0;
-    uint64_t in[3] = {0}, got[3] = {0}, in_all[3], got_all[3], seed;
-    int rc = 0, bad = 0, bad_all = 0;
+    double t[PH_N] = {0}, tmax[PH_N] = {0}, total = 0;
+    uint64_t in[3] = {0}, got[3] = {0}, in_all[3], got_all[3], seed, cross = 0, cross_all = 0;
+    int rc = 0, bad = 0, bad_all = 0, split;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if ((rc = parse(argc, argv, &o)) != 0)
         goto done;
+    split = nas_split(&o.c, size);
     keys = malloc((size_t)o.keys * sizeof(*keys));
     /* the keys grouped to send, then every key of the run at most (one rank may take all) */
     out = malloc((size_t)o.keys * ((size_t)size + 1) * sizeof(*out));
@@ -172,6 +218,8 @@ int main(int argc, char **argv)
                 c += lcount[b];
             scounts[d] = (int)c;
             sdispl[d] = d ? sdispl[d - 1] + scounts[d - 1] : 0;
+            if ((d >= split) != (rank >= split)) /* the count and the keys cross the sites */
+                cross += (uint64_t)(c + 1) * sizeof(int);
         }
         MPI_Alltoall(scounts, 1, MPI_INT, rcounts, 1, MPI_INT, MPI_COMM_WORLD);
         t[PH_ALLTOALL] += MPI_Wtime() - t0;
@@ -218,7 +266,7 @@ int main(int argc, char **argv)
             t[PH_SORT] += MPI_Wtime() - t0;
         }
     }
-    if (o.inject == rank && nout > 0)
+    if (o.c.inject == rank && nout > 0)
         out[nout / 2] = out[nout / 2] == 0 ? 1 : out[nout / 2] - 1; /* a wrong key */
     /* verification: sorted, in order across ranks, the same keys */
     digest(keys, o.keys, in);
@@ -239,6 +287,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(got, got_all, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&bad, &bad_all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Reduce(t, tmax, PH_N, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&cross, &cross_all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     if (memcmp(in_all, got_all, sizeof(in_all)) != 0)
         bad_all = 1;
     if (rank == 0) {
@@ -248,12 +297,12 @@ int main(int argc, char **argv)
                size, o.keys, o.max_key, o.buckets, o.iters);
         for (int p = 0; p < PH_N; p++)
             printf("mln-nas-is: %-9s %10.6f s\n", phase_name[p], tmax[p]);
-        printf("mln-nas-is: total     %10.6f s, %.2f Mkeys/s\n", total,
-               total > 0 ? (double)o.keys * size * (double)o.iters / total / 1e6 : 0.0);
+        printf("mln-nas-is: total     %10.6f s, %.2f Mkeys/s\n", total, is_rate(&o, total));
         printf("mln-nas-is: %s\n",
                bad_all ? "FAILED: the output is not the input sorted" : "verified");
     }
-    rc = bad_all ? 1 : 0;
+    rc = report(&o, tmax, total, cross_all, !bad_all, argc, argv);
+    rc = bad_all ? 1 : rc;
 done:
     free(keys);
     free(out);

@@ -17,16 +17,19 @@
  * it bit for bit with the same sweeps on one process (each point is computed from the same
  * values in the same order whatever the decomposition).  Output: the time of the iterations
  * (max over ranks), the time waiting in MPI_Recv, Mpoints/s, and "verified" or the first wrong
- * point.  Exit status: 0 verified, 1 wrong, 2 usage or memory.  --inject-error RANK changes
- * one point of that rank's grid before the gather (tests).
+ * point; with --json FILE the same as the project's result document (nas_result.h; bytes: the
+ * rows sent across the --split, per iteration).  Exit status: 0 verified, 1 wrong, 2 usage or
+ * memory, 3 the JSON not written.  --inject-error RANK changes one point of that rank's grid
+ * before the gather (tests).
  *
  * Cost per iteration: 2 NZ messages of NX doubles per rank and direction, 2 NX NY NZ / P
  * point updates (5 flops each), plus (P - 1) steps to fill the pipeline in each sweep.
  */
-#include "nas_opts.h"
+#include "nas_result.h"
 
 #include <mpi.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +38,27 @@
 #define C 0.5 /* the scale of the update */
 
 typedef struct lu_opts {
-    long nx, ny, nz, iters, inject;
+    long nx, ny, nz, iters;
+    nas_common_t c;
 } lu_opts_t;
+
+enum { M_TOTAL, M_WAIT, M_RATE, M_N };
+static const mln_bench_metric_t lu_metrics[M_N] = {
+    {"total_s", "s", "one run", "the iterations (lower and upper sweep each), max over ranks", 0},
+    {"recv_wait_s", "s", "one run",
+     "waiting in MPI_Recv for the previous rank's row, max over ranks", 0},
+    {"Mpoints_s", "Mpoints/s", "one run",
+     "2 NX NY NZ x iterations / total_s / 10^6 (point updates)", 1},
+};
 
 typedef struct band {
     long nx, ny, nz; /* ny rows of this band; rows -1 and ny are the halo */
     double *u;
 } band_t;
 
-static int rank, size;
+static int rank, size, split;
 static double wait_s;
+static uint64_t cross; /* bytes sent to a rank of the other site */
 
 #define AT(b, x, y, z)                                                                             \
     ((b)->u[((size_t)(z) * (size_t)((b)->ny + 2) + (size_t)((y) + 1)) * (size_t)(b)->nx +          \
@@ -53,28 +67,63 @@ static double wait_s;
 static int usage(const char *why)
 {
     return nas_usage(rank, "mln-nas-lu", why,
-                     "[--nx NX] [--ny NY] [--nz NZ] [--iters I] [--inject-error RANK]\n"
+                     "[--nx NX] [--ny NY] [--nz NZ] [--iters I]\n"
                      "  the grid (default 64 x 64 x 64; NY a multiple of the rank count), I "
-                     "iterations of a lower and an upper sweep (default 10); RANK changes one "
-                     "point of its grid (the verification must fail)");
+                     "iterations of a lower and an upper sweep (default 10)");
 }
 
 static int parse(int argc, char **argv, lu_opts_t *o)
 {
-    *o = (lu_opts_t){.nx = 64, .ny = 64, .nz = 64, .iters = 10, .inject = -1};
-    const nas_opt_t opts[] = {{"--nx", &o->nx, 1},
-                              {"--ny", &o->ny, 1},
-                              {"--nz", &o->nz, 1},
-                              {"--iters", &o->iters, 1},
-                              {"--inject-error", &o->inject, 0}};
-    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])));
+    *o = (lu_opts_t){.nx = 64, .ny = 64, .nz = 64, .iters = 10};
+    const nas_opt_t opts[] = {
+        {"--nx", &o->nx, 1}, {"--ny", &o->ny, 1}, {"--nz", &o->nz, 1}, {"--iters", &o->iters, 1}};
+    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])), &o->c);
 
     if (bad != NULL)
         return usage(bad);
     if (o->nx > 4096 || o->ny > 4096 || o->nz > 4096 || o->iters > 10000 ||
         o->nx * o->ny * o->nz > (1L << 28))
         return usage("at most 4096 per dimension, 2^28 points, 10000 iterations");
-    return 0;
+    if (o->ny % size != 0)
+        return usage("NY must be a multiple of the rank count");
+    if (nas_split(&o->c, size) < 0)
+        return usage("--split must leave the second site a rank (below the rank count)");
+    return nas_result_probe(&o->c, "mln-nas-lu");
+}
+
+/* Mpoints/s (point updates) of a run that took `t` seconds. */
+static double lu_rate(const lu_opts_t *o, double t)
+{
+    return t > 0 ? 2.0 * (double)(o->nx * o->ny * o->nz) * (double)o->iters / t / 1e6 : 0.0;
+}
+
+/* The JSON result (with --json): 0 or 3. */
+static int report(const lu_opts_t *o, double t, double wait, uint64_t cross_all, int verified,
+                  int argc, char **argv)
+{
+    const double values[M_N] = {t, wait, lu_rate(o, t)};
+    nas_result_t r = {.benchmark = "nas-lu",
+                      .metrics = lu_metrics,
+                      .values = values,
+                      .nmetrics = M_N,
+                      .cross_bytes = cross_all,
+                      .problem_bytes = (uint64_t)(o->nx * o->ny * o->nz) * sizeof(double),
+                      .iters = o->iters,
+                      .verified = verified};
+
+    nas_result_param(&r, "nx", o->nx);
+    nas_result_param(&r, "ny", o->ny);
+    nas_result_param(&r, "nz", o->nz);
+    nas_result_param(&r, "iters", o->iters);
+    return nas_result_write(&r, &o->c, "mln-nas-lu", argc, argv);
+}
+
+/* MPI_Send of a row to rank `to`, counted when it crosses the sites. */
+static void send_row(const double *row, long nx, int to, int tag)
+{
+    if ((to >= split) != (rank >= split))
+        cross += (uint64_t)nx * sizeof(double);
+    MPI_Send(row, (int)nx, MPI_DOUBLE, to, tag, MPI_COMM_WORLD);
 }
 
 /* The initial value of global point (x, y, z). */
@@ -109,7 +158,7 @@ static void sweeps(band_t *b, int procs, int me)
                 AT(b, x, y, z) = C * (AT(b, x, y, z) + A * w);
             }
         if (me + 1 < procs)
-            MPI_Send(&AT(b, 0, ny - 1, z), (int)nx, MPI_DOUBLE, me + 1, 1, MPI_COMM_WORLD);
+            send_row(&AT(b, 0, ny - 1, z), nx, me + 1, 1);
     }
     for (long z = b->nz - 1; z >= 0; z--) { /* upper: from the last rank down, rows downward */
         if (me + 1 < procs)
@@ -122,7 +171,7 @@ static void sweeps(band_t *b, int procs, int me)
                 AT(b, x, y, z) = C * (AT(b, x, y, z) + A * w);
             }
         if (me > 0)
-            MPI_Send(&AT(b, 0, 0, z), (int)nx, MPI_DOUBLE, me - 1, 2, MPI_COMM_WORLD);
+            send_row(&AT(b, 0, 0, z), nx, me - 1, 2);
     }
 }
 
@@ -144,8 +193,9 @@ int main(int argc, char **argv)
 {
     lu_opts_t o;
     band_t b = {0}, ref = {0};
-    double *all = NULL, *mine = NULL, t0, t, tmax, wmax;
+    double *all = NULL, *mine = NULL, t0, t, tmax = 0, wmax = 0;
     long ny;
+    uint64_t cross_all = 0;
     int rc, bad = 0;
 
     MPI_Init(&argc, &argv);
@@ -153,10 +203,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if ((rc = parse(argc, argv, &o)) != 0)
         goto done;
-    if (o.ny % size != 0) {
-        rc = usage("NY must be a multiple of the rank count");
-        goto done;
-    }
+    split = nas_split(&o.c, size);
     ny = o.ny / size;
     const size_t row = (size_t)o.nx, count = row * (size_t)ny * (size_t)o.nz;
     mine = malloc(count * sizeof(double));
@@ -172,7 +219,8 @@ int main(int argc, char **argv)
     t = MPI_Wtime() - t0;
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&wait_s, &wmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (o.inject == rank)
+    MPI_Reduce(&cross, &cross_all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (o.c.inject == rank)
         AT(&b, 0, 0, 0) += 1.0;
     /* verification: the band's rows, z-major, gathered at rank 0 against one process */
     for (long z = 0, k = 0; z < o.nz; z++)
@@ -204,14 +252,14 @@ int main(int argc, char **argv)
                o.nz, o.iters);
         printf("mln-nas-lu: iterations %10.6f s, of which waiting in MPI_Recv %10.6f s (max over "
                "ranks), %.2f Mpoints/s\n",
-               tmax, wmax,
-               tmax > 0 ? 2.0 * (double)(o.nx * o.ny * o.nz) * (double)o.iters / tmax / 1e6 : 0.0);
+               tmax, wmax, lu_rate(&o, tmax));
         printf("mln-nas-lu: %s\n",
                bad ? "FAILED: the grid differs from one process's" : "verified");
         free(ref.u);
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    rc = bad ? 1 : 0;
+    rc = report(&o, tmax, wmax, cross_all, !bad, argc, argv);
+    rc = bad ? 1 : rc;
 done:
     free(b.u);
     free(mine);

@@ -16,24 +16,36 @@
  * Verified: rank 0 gathers the finest grid after the last cycle (MPI_Gatherv, outside the
  * clock) and compares it, bit for bit, with the same cycles run on one process (every point
  * is computed from the same neighbours in the same order whatever the decomposition).  Output:
- * the time of the cycles (max over ranks), the time in MPI_Sendrecv, messages per rank, and
- * "verified" or the first wrong point.  Exit status: 0 verified, 1 wrong, 2 usage or memory.
- * --inject-error RANK changes one point of that rank's grid before the gather (tests).
+ * the time of the cycles (max over ranks), the time in MPI_Sendrecv, messages per rank,
+ * Mpoints/s (finest-grid points x V-cycles / time / 1e6), and "verified" or the first wrong
+ * point; with --json FILE the same as the project's result document (nas_result.h; bytes: the
+ * halo planes sent across the --split, per V-cycle).  Exit status: 0 verified, 1 wrong, 2 usage
+ * or memory, 3 the JSON not written.  --inject-error RANK changes one point of that rank's
+ * grid before the gather (tests).
  *
  * Cost per V-cycle (P ranks, L levels, s steps): 2 s (2L - 1) MPI_Sendrecv of (N / 2^l)^2
  * doubles per rank, and 8 (N / 2^l)^3 / P flops per step at level l.
  */
-#include "nas_opts.h"
+#include "nas_result.h"
 
 #include <mpi.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct mg_opts {
-    long n, levels, smooth, cycles, inject;
+    long n, levels, smooth, cycles;
+    nas_common_t c;
 } mg_opts_t;
+
+enum { M_TOTAL, M_SENDRECV, M_RATE, M_N };
+static const mln_bench_metric_t mg_metrics[M_N] = {
+    {"total_s", "s", "one run", "the V-cycles, max over ranks", 0},
+    {"sendrecv_s", "s", "one run", "the halo exchanges (MPI_Sendrecv), max over ranks", 0},
+    {"Mpoints_s", "Mpoints/s", "one run", "N^3 x V-cycles / total_s / 10^6", 1},
+};
 
 /* One level of one process: nz planes of n x n, with a halo plane below (index 0) and above
  * (nz + 1); u is the grid, v the scratch of a Jacobi step. */
@@ -42,9 +54,10 @@ typedef struct level {
     double *u, *v;
 } level_t;
 
-static int rank, size;
+static int rank, size, split;
 static double comm_s;
 static long msgs;
+static uint64_t cross; /* bytes sent to a rank of the other site */
 
 #define AT(l, x, y, z)                                                                             \
     ((l)->u[((size_t)(z) * (size_t)(l)->n + (size_t)(y)) * (size_t)(l)->n + (size_t)(x)])
@@ -53,22 +66,20 @@ static int usage(const char *why)
 {
     return nas_usage(
         rank, "mln-nas-mg", why,
-        "[--n N] [--levels L] [--smooth S] [--cycles C] [--inject-error RANK]\n"
+        "[--n N] [--levels L] [--smooth S] [--cycles C]\n"
         "  an N^3 periodic grid (default 64), L levels (default 4), S Jacobi steps per "
         "level and leg (default 2), C V-cycles (default 4); N / 2^(L-1) must be a "
-        "multiple of the rank count; RANK changes one point of its grid (the "
-        "verification must fail)");
+        "multiple of the rank count");
 }
 
 static int parse(int argc, char **argv, mg_opts_t *o)
 {
-    *o = (mg_opts_t){.n = 64, .levels = 4, .smooth = 2, .cycles = 4, .inject = -1};
+    *o = (mg_opts_t){.n = 64, .levels = 4, .smooth = 2, .cycles = 4};
     const nas_opt_t opts[] = {{"--n", &o->n, 1},
                               {"--levels", &o->levels, 1},
                               {"--smooth", &o->smooth, 1},
-                              {"--cycles", &o->cycles, 1},
-                              {"--inject-error", &o->inject, 0}};
-    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])));
+                              {"--cycles", &o->cycles, 1}};
+    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])), &o->c);
 
     if (bad != NULL)
         return usage(bad);
@@ -76,7 +87,38 @@ static int parse(int argc, char **argv, mg_opts_t *o)
         return usage("at most --n 1024, --levels 10, --smooth 100, --cycles 1000");
     if ((o->n >> (o->levels - 1)) < 2 || (o->n >> (o->levels - 1)) << (o->levels - 1) != o->n)
         return usage("N must be divisible by 2^(L-1), and N / 2^(L-1) at least 2");
-    return 0;
+    if ((o->n >> (o->levels - 1)) % size != 0)
+        return usage("N / 2^(L-1) must be a multiple of the rank count");
+    if (nas_split(&o->c, size) < 0)
+        return usage("--split must leave the second site a rank (below the rank count)");
+    return nas_result_probe(&o->c, "mln-nas-mg");
+}
+
+/* Mpoints/s of a run that took `t` seconds. */
+static double mg_rate(const mg_opts_t *o, double t)
+{
+    return t > 0 ? (double)o->n * (double)o->n * (double)o->n * (double)o->cycles / t / 1e6 : 0.0;
+}
+
+/* The JSON result (with --json): 0 or 3. */
+static int report(const mg_opts_t *o, double t, double sendrecv, uint64_t cross_all, int verified,
+                  int argc, char **argv)
+{
+    const double values[M_N] = {t, sendrecv, mg_rate(o, t)};
+    nas_result_t r = {.benchmark = "nas-mg",
+                      .metrics = mg_metrics,
+                      .values = values,
+                      .nmetrics = M_N,
+                      .cross_bytes = cross_all,
+                      .problem_bytes = (uint64_t)o->n * (uint64_t)o->n * (uint64_t)o->n * 8,
+                      .iters = o->cycles,
+                      .verified = verified};
+
+    nas_result_param(&r, "n", o->n);
+    nas_result_param(&r, "levels", o->levels);
+    nas_result_param(&r, "smooth", o->smooth);
+    nas_result_param(&r, "cycles", o->cycles);
+    return nas_result_write(&r, &o->c, "mln-nas-mg", argc, argv);
 }
 
 /* The planes [0, nz] + halos of level l: 0 on success. */
@@ -104,6 +146,9 @@ static void halo(level_t *l, MPI_Comm comm, int procs, int me)
     }
     const int up = (me + 1) % procs, down = (me + procs - 1) % procs;
     const double t0 = MPI_Wtime();
+
+    cross += ((up >= split) != (me >= split)) * plane * sizeof(double);
+    cross += ((down >= split) != (me >= split)) * plane * sizeof(double);
 
     /* my top plane up, the one below me from down; my bottom plane down, the one above from up */
     MPI_Sendrecv(u + plane * (size_t)l->nz, (int)plane, MPI_DOUBLE, up, 1, u, (int)plane,
@@ -210,8 +255,9 @@ int main(int argc, char **argv)
 {
     mg_opts_t o;
     level_t lv[10] = {{0}}, ref[10] = {{0}};
-    double *all = NULL, t0, t, tmax, cmax;
-    long nz, msgs_max;
+    double *all = NULL, t0, t, tmax = 0, cmax = 0;
+    long nz, msgs_max = 0;
+    uint64_t cross_all = 0;
     int rc, bad = 0;
 
     MPI_Init(&argc, &argv);
@@ -219,10 +265,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if ((rc = parse(argc, argv, &o)) != 0)
         goto done;
-    if ((o.n >> (o.levels - 1)) % size != 0) {
-        rc = usage("N / 2^(L-1) must be a multiple of the rank count");
-        goto done;
-    }
+    split = nas_split(&o.c, size);
     nz = o.n / size;
     if (levels_init(lv, &o, nz) != 0) {
         fprintf(stderr, "mln-nas-mg: rank %d: out of memory\n", rank);
@@ -239,7 +282,8 @@ int main(int argc, char **argv)
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&comm_s, &cmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&msgs, &msgs_max, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (o.inject == rank)
+    MPI_Reduce(&cross, &cross_all, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (o.c.inject == rank)
         AT(&lv[0], 1, 1, 1) += 1.0;
     /* verification: the finest grid at rank 0 against one process's cycles */
     const size_t plane = (size_t)o.n * (size_t)o.n, mine = plane * (size_t)nz;
@@ -270,14 +314,15 @@ int main(int argc, char **argv)
         printf("mln-nas-mg: %d ranks, %ld^3 grid, %ld levels, %ld steps, %ld V-cycles\n", size, o.n,
                o.levels, o.smooth, o.cycles);
         printf("mln-nas-mg: cycles %10.6f s, of which MPI_Sendrecv %10.6f s (max over ranks), "
-               "%ld messages per rank\n",
-               tmax, cmax, msgs_max);
+               "%ld messages per rank, %.2f Mpoints/s\n",
+               tmax, cmax, msgs_max, mg_rate(&o, tmax));
         printf("mln-nas-mg: %s\n",
                bad ? "FAILED: the grid differs from one process's" : "verified");
         levels_free(ref, o.levels);
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    rc = bad ? 1 : 0;
+    rc = report(&o, tmax, cmax, cross_all, !bad, argc, argv);
+    rc = bad ? 1 : rc;
 done:
     free(all);
     levels_free(lv, o.levels > 10 ? 10 : o.levels);
