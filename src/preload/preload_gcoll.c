@@ -41,7 +41,9 @@
 typedef int (*gcoll_fn)(gcoll_t *o);
 
 typedef struct gcoll_recv {
-    int src;            /* comm rank */
+    int src;      /* comm rank */
+    uint32_t ctx; /* the relay context and tag it comes with */
+    int tag;
     mln_relay_msg_t *m; /* NULL until it arrived */
 } gcoll_recv_t;
 
@@ -62,7 +64,9 @@ struct gcoll {
     int tag, step, rc;
     gcoll_fn run;
     gcoll_args_t a;
-    MPI_Request lreq; /* the site's collective of this step */
+    MPI_Request lreq;   /* the site's collective of this step */
+    MPI_Request *lreqs; /* or MPI's point-to-point requests of this step (nlreqs) */
+    int nlreqs;
     mln_relay_send_t **sends;
     int nsends, sends_cap;
     gcoll_recv_t *recvs;
@@ -88,6 +92,7 @@ struct gcoll {
     void (*fin)(gcoll_t *o); /* allgather: what to do with the whole */
     void *fin_out;           /* allgather_bytes: where the whole goes */
     int kind;                /* a shared run's variant (GC_*) */
+    int *nb_in;              /* neighbourhood collectives: the sources */
     mln_pl_req_t *req;       /* nonblocking: the program's request; NULL: blocking */
     int done;
     gcoll_t *next;
@@ -125,8 +130,10 @@ static void gc_local(gcoll_t *o, int rc)
         o->rc = rc;
 }
 
-/* n bytes at data to comm rank dst of another site (data stays until the collective ends). */
-static void gc_send(gcoll_t *o, int dst, const void *data, MPI_Count n)
+/* n bytes at data to comm rank dst of another site (data stays until the collective ends),
+ * with the relay context and tag given (gc_send: the communicator's collective context and the
+ * collective's tag). */
+static void gc_send_on(gcoll_t *o, int dst, uint32_t ctx, int tag, const void *data, MPI_Count n)
 {
     mln_pl_grid_t *g = mln_pl.grid;
     mln_relay_send_t *s = NULL;
@@ -144,8 +151,8 @@ static void gc_send(gcoll_t *o, int dst, const void *data, MPI_Count n)
         o->sends = a;
         o->sends_cap = cap;
     }
-    st = mln_relay_isend(g->relay, o->c->world[dst], o->c->cctx, o->tag, n > 0 ? data : NULL,
-                         (uint64_t)n, 0, &s);
+    st = mln_relay_isend(g->relay, o->c->world[dst], ctx, tag, n > 0 ? data : NULL, (uint64_t)n, 0,
+                         &s);
     if (st != MLN_OK) {
         o->rc = st == MLN_ERR_NOMEM ? MPI_ERR_NO_MEM : MPI_ERR_OTHER;
         return;
@@ -153,8 +160,13 @@ static void gc_send(gcoll_t *o, int dst, const void *data, MPI_Count n)
     o->sends[o->nsends++] = s;
 }
 
-/* Expects one message from comm rank src (another site's); its index. */
-static int gc_recv(gcoll_t *o, int src)
+static void gc_send(gcoll_t *o, int dst, const void *data, MPI_Count n)
+{
+    gc_send_on(o, dst, o->c->cctx, o->tag, data, n);
+}
+
+/* Expects one message from comm rank src (another site's) with (ctx, tag); its index. */
+static int gc_recv_on(gcoll_t *o, int src, uint32_t ctx, int tag)
 {
     if (o->nrecvs == o->recvs_cap) {
         int cap = o->recvs_cap ? 2 * o->recvs_cap : 8;
@@ -167,8 +179,15 @@ static int gc_recv(gcoll_t *o, int src)
         o->recvs_cap = cap;
     }
     o->recvs[o->nrecvs].src = src;
+    o->recvs[o->nrecvs].ctx = ctx;
+    o->recvs[o->nrecvs].tag = tag;
     o->recvs[o->nrecvs].m = NULL;
     return o->nrecvs++;
+}
+
+static int gc_recv(gcoll_t *o, int src)
+{
+    return gc_recv_on(o, src, o->c->cctx, o->tag);
 }
 
 /* The message the receive at index i got (from the rank this step expects it from). */
@@ -189,6 +208,14 @@ static int gc_ready(gcoll_t *o)
         if (rc == MPI_SUCCESS && !flag)
             ready = 0;
     }
+    if (o->nlreqs > 0) {
+        int flag = 0, rc = mln_pmpi.Testall(o->nlreqs, o->lreqs, &flag, MPI_STATUSES_IGNORE);
+        gc_local(o, rc);
+        if (rc == MPI_SUCCESS && !flag)
+            ready = 0;
+        if (flag)
+            o->nlreqs = 0;
+    }
     for (int i = 0; i < o->nsends; i++) {
         mln_status_t st = MLN_OK;
         if (o->sends[i] == NULL)
@@ -204,8 +231,8 @@ static int gc_ready(gcoll_t *o)
     for (int i = 0; i < o->nrecvs; i++) {
         if (o->recvs[i].m != NULL)
             continue;
-        for (mln_relay_msg_t *m = mln_relay_arrived(g->relay, o->c->cctx); m; m = m->next)
-            if (m->tag == o->tag && m->src == o->c->world[o->recvs[i].src]) {
+        for (mln_relay_msg_t *m = mln_relay_arrived(g->relay, o->recvs[i].ctx); m; m = m->next)
+            if (m->tag == o->recvs[i].tag && m->src == o->c->world[o->recvs[i].src]) {
                 mln_relay_take(g->relay, m);
                 o->recvs[i].m = m;
                 break;
@@ -242,6 +269,9 @@ static void gc_free(gcoll_t *o)
         free(o->mem[i]);
     if (o->lreq != MPI_REQUEST_NULL) /* a failed step: the site's request is left to MPI */
         mln_pmpi.Request_free(&o->lreq);
+    for (int i = 0; i < o->nlreqs; i++)
+        if (o->lreqs[i] != MPI_REQUEST_NULL)
+            mln_pmpi.Request_free(&o->lreqs[i]);
     free(o->mem);
     free(o->sends);
     free(o->recvs);
@@ -1585,4 +1615,224 @@ int mln_pl_grid_Ialltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sd
     a.stypes = sendtypes;
     a.rtypes = recvtypes;
     return a2a_start(A2AW, &a, comm, request);
+}
+
+/* ---- neighbourhood collectives ----------------------------------------------------------------
+ */
+
+enum { NB_ALLGATHER, NB_ALLGATHERV, NB_ALLTOALL, NB_ALLTOALLV, NB_ALLTOALLW };
+
+/* Block k of the send (send) or receive side of a neighbourhood collective. */
+static void *nb_block(const gcoll_t *o, int send, int k, MPI_Count *count, MPI_Datatype *type)
+{
+    const char *base = send ? o->a.sbuf : o->a.rbuf;
+    tinfo_t ti;
+
+    if (o->kind == NB_ALLTOALLW) {
+        *type = send ? o->a.stypes[k] : o->a.rtypes[k];
+        *count = mln_cv_at(send ? o->a.scounts : o->a.rcounts, k);
+        return (char *)base + mln_cv_at(send ? o->a.sdispls : o->a.rdispls, k);
+    }
+    *type = send ? o->a.stype : o->a.rtype;
+    tinfo(*type, &ti);
+    if (send && (o->kind == NB_ALLGATHER || o->kind == NB_ALLGATHERV)) {
+        *count = o->a.scount; /* the same block to every neighbour */
+        return (char *)base;
+    }
+    *count = send ? scount_of(o, k) : rcount_of(o, k);
+    return (char *)base + (send ? sdispl_of(o, k) : rdispl_of(o, k)) * ti.extent;
+}
+
+/* The tags of a Cartesian neighbour's blocks: sent in direction 2d (negative) or 2d + 1
+ * (positive) of dimension d, so that the block a rank sends in the positive direction is the
+ * one its neighbour there receives as from the negative (and the other way round), as MPI-4
+ * orders them even where both neighbours are one rank (a periodic dimension of 2); graphs: 0. */
+static int nb_tag(const gcoll_t *o, int k, int recv)
+{
+    if (mln_pl_gtopo_cart_dims(o->c) < 0)
+        return 0;
+    return recv ? (k ^ 1) : k;
+}
+
+static int run_neighbor(gcoll_t *o)
+{
+    mln_pl_gcomm_t *c = o->c;
+    MPI_Comm nbr = mln_pl_gtopo_comm(c);
+    int nin = 0, nout = 0, *in = NULL, *out = NULL, idx = 0;
+    MPI_Count count;
+    MPI_Datatype type;
+    void *at;
+
+    mln_pl_gtopo_neighbors(c, NULL, &nin, NULL, &nout);
+    in = o->nb_in;
+    GC_BEGIN
+    if ((in = o->nb_in = int_array(o, nin)) == NULL || (out = int_array(o, nout)) == NULL ||
+        (o->lreqs = gc_alloc(o, (size_t)(nin + nout + 1) * sizeof(MPI_Request))) == NULL)
+        return 1;
+    mln_pl_gtopo_neighbors(c, in, &nin, out, &nout);
+    for (int i = 0; i < nin && o->rc == MPI_SUCCESS; i++) { /* receives first */
+        if (in[i] == MPI_PROC_NULL)
+            continue;
+        at = nb_block(o, 0, i, &count, &type);
+        if (!mln_pl_grid_is_local(c, in[i]))
+            gc_recv_on(o, in[i], c->nctx, nb_tag(o, i, 1));
+        else if (!fits(count))
+            o->rc = MPI_ERR_COUNT;
+        else
+            gc_local(o, mln_pmpi.Irecv(at, (int)count, type, c->lrank[in[i]], nb_tag(o, i, 1), nbr,
+                                       &o->lreqs[o->nlreqs++]));
+    }
+    for (int j = 0; j < nout && o->rc == MPI_SUCCESS; j++) {
+        const void *data;
+        MPI_Count n;
+        if (out[j] == MPI_PROC_NULL)
+            continue;
+        at = nb_block(o, 1, j, &count, &type);
+        if (mln_pl_grid_is_local(c, out[j])) {
+            if (!fits(count))
+                o->rc = MPI_ERR_COUNT;
+            else
+                gc_local(o, mln_pmpi.Isend(at, (int)count, type, c->lrank[out[j]], nb_tag(o, j, 0),
+                                           nbr, &o->lreqs[o->nlreqs++]));
+            continue;
+        }
+        gc_local(o, pack(o, at, count, type, &data, &n));
+        gc_send_on(o, out[j], c->nctx, nb_tag(o, j, 0), data, n);
+    }
+    GC_WAIT(1)
+    for (int i = 0; i < nin && o->rc == MPI_SUCCESS; i++) {
+        mln_relay_msg_t *m;
+        if (in[i] == MPI_PROC_NULL || mln_pl_grid_is_local(c, in[i]))
+            continue;
+        m = gc_msg(o, idx++);
+        at = nb_block(o, 0, i, &count, &type);
+        gc_local(o, unpack(m->data, (MPI_Count)m->len, at, count, type));
+    }
+    GC_END
+}
+
+static int nb_start(int kind, const gcoll_args_t *a, MPI_Comm comm, MPI_Request *request)
+{
+    mln_pl_gcomm_t *c = mln_pl_gcomm(comm);
+    gcoll_t *o;
+
+    if (c->topo == NULL)
+        return mln_pl_grid_fail(MPI_ERR_TOPOLOGY);
+    if ((o = gc_new(c, run_neighbor, a)) == NULL)
+        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+    o->kind = kind;
+    return gc_start(o, request);
+}
+
+int mln_pl_grid_Neighbor_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                   void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm)
+{
+    const int root = -1;
+    gcoll_args_t a = GATHER_ARGS(sendcount, sendtype, recvcount, recvtype);
+
+    return nb_start(NB_ALLGATHER, &a, comm, NULL);
+}
+
+int mln_pl_grid_Ineighbor_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                    void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                    MPI_Comm comm, MPI_Request *request)
+{
+    const int root = -1;
+    gcoll_args_t a = GATHER_ARGS(sendcount, sendtype, recvcount, recvtype);
+
+    return nb_start(NB_ALLGATHER, &a, comm, request);
+}
+
+int mln_pl_grid_Neighbor_allgatherv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                    void *recvbuf, mln_cv_t recvcounts, mln_cv_t displs,
+                                    MPI_Datatype recvtype, MPI_Comm comm)
+{
+    const int root = -1;
+    gcoll_args_t a = GATHER_ARGS(sendcount, sendtype, 0, recvtype);
+
+    a.rcounts = recvcounts;
+    a.rdispls = displs;
+    return nb_start(NB_ALLGATHERV, &a, comm, NULL);
+}
+
+int mln_pl_grid_Ineighbor_allgatherv(const void *sendbuf, MPI_Count sendcount,
+                                     MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                                     mln_cv_t displs, MPI_Datatype recvtype, MPI_Comm comm,
+                                     MPI_Request *request)
+{
+    const int root = -1;
+    gcoll_args_t a = GATHER_ARGS(sendcount, sendtype, 0, recvtype);
+
+    a.rcounts = recvcounts;
+    a.rdispls = displs;
+    return nb_start(NB_ALLGATHERV, &a, comm, request);
+}
+
+int mln_pl_grid_Neighbor_alltoall(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                  void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                  MPI_Comm comm)
+{
+    const int root = -1;
+    gcoll_args_t a = GATHER_ARGS(sendcount, sendtype, recvcount, recvtype);
+
+    return nb_start(NB_ALLTOALL, &a, comm, NULL);
+}
+
+int mln_pl_grid_Ineighbor_alltoall(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                   void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm, MPI_Request *request)
+{
+    const int root = -1;
+    gcoll_args_t a = GATHER_ARGS(sendcount, sendtype, recvcount, recvtype);
+
+    return nb_start(NB_ALLTOALL, &a, comm, request);
+}
+
+int mln_pl_grid_Neighbor_alltoallv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                   MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                                   mln_cv_t rdispls, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    gcoll_args_t a = A2AV_ARGS;
+
+    a.stype = sendtype;
+    a.rtype = recvtype;
+    return nb_start(NB_ALLTOALLV, &a, comm, NULL);
+}
+
+int mln_pl_grid_Ineighbor_alltoallv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                    MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                                    mln_cv_t rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                                    MPI_Request *request)
+{
+    gcoll_args_t a = A2AV_ARGS;
+
+    a.stype = sendtype;
+    a.rtype = recvtype;
+    return nb_start(NB_ALLTOALLV, &a, comm, request);
+}
+
+int mln_pl_grid_Neighbor_alltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                   const MPI_Datatype sendtypes[], void *recvbuf,
+                                   mln_cv_t recvcounts, mln_cv_t rdispls,
+                                   const MPI_Datatype recvtypes[], MPI_Comm comm)
+{
+    gcoll_args_t a = A2AV_ARGS;
+
+    a.stypes = sendtypes;
+    a.rtypes = recvtypes;
+    return nb_start(NB_ALLTOALLW, &a, comm, NULL);
+}
+
+int mln_pl_grid_Ineighbor_alltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                    const MPI_Datatype sendtypes[], void *recvbuf,
+                                    mln_cv_t recvcounts, mln_cv_t rdispls,
+                                    const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                    MPI_Request *request)
+{
+    gcoll_args_t a = A2AV_ARGS;
+
+    a.stypes = sendtypes;
+    a.rtypes = recvtypes;
+    return nb_start(NB_ALLTOALLW, &a, comm, request);
 }

@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The relay contexts: 0 the world's messages, 1 the layer's, 2 the world's collectives; the
- * communicators the program makes take two each from here on. */
+/* The relay contexts: 0 the world's messages, 1 the layer's, 2 and 3 the world's collectives
+ * and neighbourhood collectives; the communicators the program makes take three each from
+ * here on (GCOMM_CTXS). */
+#define GCOMM_CTXS 3u
 #define GCOMM_CTX_FIRST 4u
 
 /* ---- lookup ---------------------------------------------------------------------------------- */
@@ -56,6 +58,8 @@ int mln_pl_grid_spans(MPI_Comm comm)
 
 void mln_pl_gcomm_fini(mln_pl_gcomm_t *c)
 {
+    mln_pl_gtopo_free(c->topo);
+    c->topo = NULL;
     free(c->world);
     free(c->lrank);
     free(c->of_local);
@@ -133,6 +137,7 @@ int mln_pl_gcomm_world(mln_pl_grid_t *g)
     c->local = g->local;
     c->ctx = MLN_RELAY_CTX_WORLD;
     c->cctx = 2;
+    c->nctx = 3;
     c->rank = g->rank;
     c->colls_tail = &c->colls;
     rc = gcomm_maps(g, c, world, g->size);
@@ -181,7 +186,7 @@ static int split_plan(mln_pl_gcomm_t *p, int color, int key, int **world, int *n
         }
     }
     if (rc == MPI_SUCCESS) /* above every context of every parent rank */
-        g->next_ctx = *ctx + 2;
+        g->next_ctx = *ctx + GCOMM_CTXS;
     if (rc == MPI_SUCCESS && *n > 0) {
         qsort(order, (size_t)*n, 2 * sizeof(int), by_key);
         if ((*world = malloc((size_t)*n * sizeof(int))) == NULL)
@@ -223,6 +228,7 @@ static int gcomm_add(const int *world, int n, int newrank, uint32_t ctx, MPI_Com
     c->local = local;
     c->ctx = ctx;
     c->cctx = ctx + 1;
+    c->nctx = ctx + 2;
     c->rank = newrank;
     c->colls_tail = &c->colls;
     rc = gcomm_maps(g, c, world, n);
@@ -372,7 +378,7 @@ int mln_pl_gcomm_make_group(mln_pl_gcomm_t *p, const int *world, int n, int pos,
     for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
         ctx = said[i] > ctx ? said[i] : ctx;
     if (rc == MPI_SUCCESS) {
-        g->next_ctx = ctx + 2;
+        g->next_ctx = ctx + GCOMM_CTXS;
         rc = gcomm_add(world, n, pos, ctx, handle, local);
     }
     MLN_PL_UNLOCK();
@@ -389,18 +395,29 @@ int mln_pl_gcomm_make_group(mln_pl_gcomm_t *p, const int *world, int n, int pos,
     return rc;
 }
 
+/* A duplicate keeps the topology (its own copy, with its own private communicator). */
+static int dup_topo(mln_pl_gcomm_t *p, int rc, MPI_Comm *newcomm)
+{
+    mln_pl_gcomm_t *c = rc == MPI_SUCCESS ? mln_pl_gcomm(*newcomm) : NULL;
+
+    if (c == NULL || p->topo == NULL)
+        return rc;
+    rc = mln_pl_gtopo_dup(p, c);
+    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
+}
+
 int mln_pl_grid_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     mln_pl_gcomm_t *p = mln_pl_gcomm(comm);
 
-    return gcomm_make(comm, 0, p->rank, make_dup, NULL, newcomm);
+    return dup_topo(p, gcomm_make(comm, 0, p->rank, make_dup, NULL, newcomm), newcomm);
 }
 
 int mln_pl_grid_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
     mln_pl_gcomm_t *p = mln_pl_gcomm(comm);
 
-    return gcomm_make(comm, 0, p->rank, make_dup, &info, newcomm);
+    return dup_topo(p, gcomm_make(comm, 0, p->rank, make_dup, &info, newcomm), newcomm);
 }
 
 /* Every rank of a site shares its host's memory only with ranks of its own site: the shared

@@ -20,23 +20,25 @@ static inline MPI_Count mln_cv_at(mln_cv_t v, int k)
 }
 
 typedef struct gcoll gcoll_t; /* a collective on a grid communicator (preload_gcoll.c) */
+typedef struct mln_pl_gtopo mln_pl_gtopo_t; /* its topology (preload_gtopo.c) */
 
 /* A communicator whose ranks live on more than one site (the grid's world, and every one
  * made from a grid communicator that keeps ranks of two sites; preload_gcomm.c).  The program
  * holds `handle`, a communicator of MPI over this site's members (MPI_COMM_WORLD for the
  * world): attributes, names and error handlers live there, as MPI keeps them.  Traffic goes
  * on `local` (a private communicator of the same members) and, to other sites, through the
- * relay: context ctx for point-to-point, cctx for collectives. */
+ * relay: context ctx for point-to-point, cctx for collectives, nctx for neighbourhood ones. */
 typedef struct mln_pl_gcomm mln_pl_gcomm_t;
 struct mln_pl_gcomm {
     MPI_Comm handle, local;
-    uint32_t ctx, cctx;
-    int size, rank; /* in this communicator */
-    int *world;     /* comm rank -> global rank */
-    int *lrank;     /* comm rank -> rank in local (-1: another site's) */
-    int *of_local;  /* local rank -> comm rank */
-    int nlocal;     /* ranks of local */
-    int *of_global; /* global rank -> comm rank (-1: no member) */
+    uint32_t ctx, cctx, nctx;
+    mln_pl_gtopo_t *topo; /* Cartesian or graph topology (NULL: none) */
+    int size, rank;       /* in this communicator */
+    int *world;           /* comm rank -> global rank */
+    int *lrank;           /* comm rank -> rank in local (-1: another site's) */
+    int *of_local;        /* local rank -> comm rank */
+    int nlocal;           /* ranks of local */
+    int *of_global;       /* global rank -> comm rank (-1: no member) */
     /* member sites, in the order of their lowest comm rank: k = 0 .. nsites - 1 */
     int nsites, ksite;            /* how many; this rank's */
     int *site_k;                  /* comm rank -> k */
@@ -92,6 +94,15 @@ int mln_pl_gcomm_make(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int mln_pl_gcomm_make_group(mln_pl_gcomm_t *p, const int *world, int n, int pos, int tag,
                             MPI_Comm *newcomm);
 void mln_pl_ggroup_fini(void); /* preload_ggroup.c: the groups left at MPI_Finalize */
+
+/* preload_gtopo.c: a topology's end, its copy for a duplicate (made collectively), the
+ * neighbours in the order of the neighbourhood collectives (in, out: arrays of the caller's, or
+ * NULL for the counts), and the private communicator of their same-site messages. */
+void mln_pl_gtopo_free(mln_pl_gtopo_t *t);
+int mln_pl_gtopo_dup(mln_pl_gcomm_t *from, mln_pl_gcomm_t *to);
+int mln_pl_gtopo_neighbors(mln_pl_gcomm_t *c, int *in, int *nin, int *out, int *nout);
+int mln_pl_gtopo_cart_dims(const mln_pl_gcomm_t *c); /* Cartesian: its dimensions; else -1 */
+MPI_Comm mln_pl_gtopo_comm(const mln_pl_gcomm_t *c);
 
 /* Collectives (preload_gcoll.c): every communicator's queue moves (mln_pl_grid_progress). */
 void mln_pl_gcoll_progress(mln_pl_grid_t *g);

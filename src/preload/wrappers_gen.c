@@ -1444,7 +1444,8 @@ int MPI_Neighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
         return mln_pmpi.Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                            recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_allgather", 1);
+        return mln_pl_grid_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1469,7 +1470,8 @@ int MPI_Neighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datat
         return mln_pmpi.Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                              recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_allgather_c", 1);
+        return mln_pl_grid_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1494,7 +1496,9 @@ int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sen
         return mln_pmpi.Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                             displs, recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_allgatherv", 1);
+        return mln_pl_grid_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                               mln_cv_int(recvcounts), mln_cv_int(displs), recvtype,
+                                               comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1521,7 +1525,9 @@ int MPI_Neighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
         return mln_pmpi.Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
                                               displs, recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_allgatherv_c", 1);
+        return mln_pl_grid_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                               mln_cv_count(recvcounts), mln_cv_aint(displs),
+                                               recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1547,7 +1553,8 @@ int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
         return mln_pmpi.Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                           recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_alltoall", 1);
+        return mln_pl_grid_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1572,7 +1579,8 @@ int MPI_Neighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Dataty
         return mln_pmpi.Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                                             recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_alltoall_c", 1);
+        return mln_pl_grid_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1597,7 +1605,9 @@ int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[], const in
         return mln_pmpi.Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                            recvcounts, rdispls, recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_alltoallv", 1);
+        return mln_pl_grid_Neighbor_alltoallv(sendbuf, mln_cv_int(sendcounts), mln_cv_int(sdispls),
+                                              sendtype, recvbuf, mln_cv_int(recvcounts),
+                                              mln_cv_int(rdispls), recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1625,7 +1635,9 @@ int MPI_Neighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
         return mln_pmpi.Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                              recvcounts, rdispls, recvtype, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_alltoallv_c", 1);
+        return mln_pl_grid_Neighbor_alltoallv(
+            sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls), sendtype, recvbuf,
+            mln_cv_count(recvcounts), mln_cv_aint(rdispls), recvtype, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1653,7 +1665,9 @@ int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MP
         return mln_pmpi.Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                            recvcounts, rdispls, recvtypes, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_alltoallw", 1);
+        return mln_pl_grid_Neighbor_alltoallw(sendbuf, mln_cv_int(sendcounts), mln_cv_aint(sdispls),
+                                              sendtypes, recvbuf, mln_cv_int(recvcounts),
+                                              mln_cv_aint(rdispls), recvtypes, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -1681,7 +1695,9 @@ int MPI_Neighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
         return mln_pmpi.Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                                              recvcounts, rdispls, recvtypes, comm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Neighbor_alltoallw_c", 1);
+        return mln_pl_grid_Neighbor_alltoallw(
+            sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls), sendtypes, recvbuf,
+            mln_cv_count(recvcounts), mln_cv_aint(rdispls), recvtypes, comm);
     MPI_Request mln_rq;
     MPI_Comm mln_cc = mln_pl_coll_comm(comm);
 
@@ -2305,6 +2321,221 @@ int PMPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Data
     __attribute__((alias("MPI_Iexscan_c")));
 
 #endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather)
+int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                            recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, comm, request);
+    return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                        comm, request);
+}
+int PMPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                             MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgather")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather_c)
+int MPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                              MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, comm, request);
+    return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                          recvtype, comm, request);
+}
+int PMPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                               MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgather_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv)
+int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, const int recvcounts[], const int displs[],
+                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                             displs, recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                                mln_cv_int(recvcounts), mln_cv_int(displs),
+                                                recvtype, comm, request);
+    return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                         recvtype, comm, request);
+}
+int PMPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, const int recvcounts[], const int displs[],
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgatherv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv_c)
+int MPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                               displs, recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                                mln_cv_count(recvcounts), mln_cv_aint(displs),
+                                                recvtype, comm, request);
+    return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                           displs, recvtype, comm, request);
+}
+int PMPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                void *recvbuf, const MPI_Count recvcounts[],
+                                const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                                MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_allgatherv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall)
+int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                           recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm, request);
+    return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                       comm, request);
+}
+int PMPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                            MPI_Request *request) __attribute__((alias("MPI_Ineighbor_alltoall")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall_c)
+int MPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                             MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                              recvtype, comm, request);
+    return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                         comm, request);
+}
+int PMPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                              MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoall_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv)
+int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                            MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                            recvcounts, rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_alltoallv(sendbuf, mln_cv_int(sendcounts), mln_cv_int(sdispls),
+                                               sendtype, recvbuf, mln_cv_int(recvcounts),
+                                               mln_cv_int(rdispls), recvtype, comm, request);
+    return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                        rdispls, recvtype, comm, request);
+}
+int PMPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                             MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                             const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                             MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallv")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv_c)
+int MPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
+                              const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                              const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                              recvcounts, rdispls, recvtype, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_alltoallv(
+            sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls), sendtype, recvbuf,
+            mln_cv_count(recvcounts), mln_cv_aint(rdispls), recvtype, comm, request);
+    return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                          recvcounts, rdispls, recvtype, comm, request);
+}
+int PMPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
+                               const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                               const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallv_c")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw)
+int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                            const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                            MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                            recvcounts, rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_alltoallw(
+            sendbuf, mln_cv_int(sendcounts), mln_cv_aint(sdispls), sendtypes, recvbuf,
+            mln_cv_int(recvcounts), mln_cv_aint(rdispls), recvtypes, comm, request);
+    return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                        recvcounts, rdispls, recvtypes, comm, request);
+}
+int PMPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                             const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                             const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                             MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallw")));
+
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw_c)
+int MPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
+                              const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                              void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                              const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                              recvcounts, rdispls, recvtypes, comm, request);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_Ineighbor_alltoallw(
+            sendbuf, mln_cv_count(sendcounts), mln_cv_aint(sdispls), sendtypes, recvbuf,
+            mln_cv_count(recvcounts), mln_cv_aint(rdispls), recvtypes, comm, request);
+    return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                                          recvcounts, rdispls, recvtypes, comm, request);
+}
+int PMPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
+                               const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                               void *recvbuf, const MPI_Count recvcounts[],
+                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                               MPI_Comm comm, MPI_Request *request)
+    __attribute__((alias("MPI_Ineighbor_alltoallw_c")));
+
+#endif
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     if (mln_pl_from_mpi(__builtin_return_address(0)))
@@ -2434,7 +2665,7 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
-        return mln_pl_grid_refuse("MPI_Cart_create", 1);
+        return mln_pl_grid_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
     int mln_rc = mln_pmpi.Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart);
 
     if (mln_rc == MPI_SUCCESS)
@@ -2449,7 +2680,7 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cart_sub", 1);
+        return mln_pl_grid_Cart_sub(comm, remain_dims, newcomm);
     int mln_rc = mln_pmpi.Cart_sub(comm, remain_dims, newcomm);
 
     if (mln_rc == MPI_SUCCESS)
@@ -2465,7 +2696,7 @@ int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int
     if (mln_pl_from_mpi(__builtin_return_address(0)))
         return mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
-        return mln_pl_grid_refuse("MPI_Graph_create", 1);
+        return mln_pl_grid_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
     int mln_rc = mln_pmpi.Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph);
 
     if (mln_rc == MPI_SUCCESS)
@@ -2483,7 +2714,8 @@ int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const i
         return mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
                                           info, reorder, comm_dist_graph);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
-        return mln_pl_grid_refuse("MPI_Dist_graph_create", 1);
+        return mln_pl_grid_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
+                                             info, reorder, comm_dist_graph);
     int mln_rc = mln_pmpi.Dist_graph_create(comm_old, n, sources, degrees, destinations, weights,
                                             info, reorder, comm_dist_graph);
 
@@ -2506,7 +2738,9 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int so
                                                    outdegree, destinations, destweights, info,
                                                    reorder, comm_dist_graph);
     if (mln_pl_grid_on && (mln_pl_grid_spans(comm_old)))
-        return mln_pl_grid_refuse("MPI_Dist_graph_create_adjacent", 1);
+        return mln_pl_grid_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
+                                                      outdegree, destinations, destweights, info,
+                                                      reorder, comm_dist_graph);
     int mln_rc = mln_pmpi.Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
                                                      outdegree, destinations, destweights, info,
                                                      reorder, comm_dist_graph);
@@ -2691,6 +2925,134 @@ int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *new
 }
 int PMPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup)
     __attribute__((alias("MPI_Group_range_excl")));
+
+int MPI_Topo_test(MPI_Comm comm, int *status)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Topo_test(comm, status);
+    return mln_pl_Topo_test(comm, status);
+}
+int PMPI_Topo_test(MPI_Comm comm, int *status) __attribute__((alias("MPI_Topo_test")));
+
+int MPI_Cartdim_get(MPI_Comm comm, int *ndims)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cartdim_get(comm, ndims);
+    return mln_pl_Cartdim_get(comm, ndims);
+}
+int PMPI_Cartdim_get(MPI_Comm comm, int *ndims) __attribute__((alias("MPI_Cartdim_get")));
+
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[])
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
+    return mln_pl_Cart_get(comm, maxdims, dims, periods, coords);
+}
+int PMPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[])
+    __attribute__((alias("MPI_Cart_get")));
+
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
+    return mln_pl_Cart_coords(comm, rank, maxdims, coords);
+}
+int PMPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
+    __attribute__((alias("MPI_Cart_coords")));
+
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_rank(comm, coords, rank);
+    return mln_pl_Cart_rank(comm, coords, rank);
+}
+int PMPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
+    __attribute__((alias("MPI_Cart_rank")));
+
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
+    return mln_pl_Cart_shift(comm, direction, disp, rank_source, rank_dest);
+}
+int PMPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest)
+    __attribute__((alias("MPI_Cart_shift")));
+
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
+    return mln_pl_Cart_map(comm, ndims, dims, periods, newrank);
+}
+int PMPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank)
+    __attribute__((alias("MPI_Cart_map")));
+
+int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
+    return mln_pl_Graph_map(comm, nnodes, index, edges, newrank);
+}
+int PMPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank)
+    __attribute__((alias("MPI_Graph_map")));
+
+int MPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
+    return mln_pl_Graphdims_get(comm, nnodes, nedges);
+}
+int PMPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
+    __attribute__((alias("MPI_Graphdims_get")));
+
+int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[])
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
+    return mln_pl_Graph_get(comm, maxindex, maxedges, index, edges);
+}
+int PMPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[])
+    __attribute__((alias("MPI_Graph_get")));
+
+int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
+    return mln_pl_Graph_neighbors_count(comm, rank, nneighbors);
+}
+int PMPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
+    __attribute__((alias("MPI_Graph_neighbors_count")));
+
+int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[])
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
+    return mln_pl_Graph_neighbors(comm, rank, maxneighbors, neighbors);
+}
+int PMPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[])
+    __attribute__((alias("MPI_Graph_neighbors")));
+
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted)
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
+    return mln_pl_Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
+}
+int PMPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted)
+    __attribute__((alias("MPI_Dist_graph_neighbors_count")));
+
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                             int maxoutdegree, int destinations[], int destweights[])
+{
+    if (!mln_pl_grid_on || mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights,
+                                             maxoutdegree, destinations, destweights);
+    return mln_pl_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree,
+                                       destinations, destweights);
+}
+int PMPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                              int maxoutdegree, int destinations[], int destweights[])
+    __attribute__((alias("MPI_Dist_graph_neighbors")));
 
 #if defined(MLN_PL_HAVE_Comm_spawn)
 int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
@@ -3061,83 +3423,6 @@ int PMPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int 
     __attribute__((alias("MPI_Bcast_init_c")));
 
 #endif
-#if defined(MLN_PL_HAVE_Cart_coords)
-int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cart_coords", 1);
-    return mln_pmpi.Cart_coords(comm, rank, maxdims, coords);
-}
-int PMPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
-    __attribute__((alias("MPI_Cart_coords")));
-
-#endif
-#if defined(MLN_PL_HAVE_Cart_get)
-int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[])
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cart_get", 1);
-    return mln_pmpi.Cart_get(comm, maxdims, dims, periods, coords);
-}
-int PMPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[])
-    __attribute__((alias("MPI_Cart_get")));
-
-#endif
-#if defined(MLN_PL_HAVE_Cart_map)
-int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cart_map", 1);
-    return mln_pmpi.Cart_map(comm, ndims, dims, periods, newrank);
-}
-int PMPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank)
-    __attribute__((alias("MPI_Cart_map")));
-
-#endif
-#if defined(MLN_PL_HAVE_Cart_rank)
-int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Cart_rank(comm, coords, rank);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cart_rank", 1);
-    return mln_pmpi.Cart_rank(comm, coords, rank);
-}
-int PMPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
-    __attribute__((alias("MPI_Cart_rank")));
-
-#endif
-#if defined(MLN_PL_HAVE_Cart_shift)
-int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cart_shift", 1);
-    return mln_pmpi.Cart_shift(comm, direction, disp, rank_source, rank_dest);
-}
-int PMPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest)
-    __attribute__((alias("MPI_Cart_shift")));
-
-#endif
-#if defined(MLN_PL_HAVE_Cartdim_get)
-int MPI_Cartdim_get(MPI_Comm comm, int *ndims)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Cartdim_get(comm, ndims);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Cartdim_get", 1);
-    return mln_pmpi.Cartdim_get(comm, ndims);
-}
-int PMPI_Cartdim_get(MPI_Comm comm, int *ndims) __attribute__((alias("MPI_Cartdim_get")));
-
-#endif
 #if defined(MLN_PL_HAVE_Comm_attach_buffer)
 int MPI_Comm_attach_buffer(MPI_Comm comm, void *buffer, int size)
 {
@@ -3239,36 +3524,6 @@ int MPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request)
 }
 int PMPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request)
     __attribute__((alias("MPI_Comm_iflush_buffer")));
-
-#endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
-int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
-                             int maxoutdegree, int destinations[], int destweights[])
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights,
-                                             maxoutdegree, destinations, destweights);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Dist_graph_neighbors", 1);
-    return mln_pmpi.Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree,
-                                         destinations, destweights);
-}
-int PMPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
-                              int maxoutdegree, int destinations[], int destweights[])
-    __attribute__((alias("MPI_Dist_graph_neighbors")));
-
-#endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
-int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Dist_graph_neighbors_count", 1);
-    return mln_pmpi.Dist_graph_neighbors_count(comm, indegree, outdegree, weighted);
-}
-int PMPI_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted)
-    __attribute__((alias("MPI_Dist_graph_neighbors_count")));
 
 #endif
 #if defined(MLN_PL_HAVE_Exscan_init)
@@ -3388,270 +3643,6 @@ int PMPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype s
                         void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
                         MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
                         MPI_Request *request) __attribute__((alias("MPI_Gatherv_init_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Graph_get)
-int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[])
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Graph_get", 1);
-    return mln_pmpi.Graph_get(comm, maxindex, maxedges, index, edges);
-}
-int PMPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[])
-    __attribute__((alias("MPI_Graph_get")));
-
-#endif
-#if defined(MLN_PL_HAVE_Graph_map)
-int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Graph_map", 1);
-    return mln_pmpi.Graph_map(comm, nnodes, index, edges, newrank);
-}
-int PMPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank)
-    __attribute__((alias("MPI_Graph_map")));
-
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors)
-int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[])
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Graph_neighbors", 1);
-    return mln_pmpi.Graph_neighbors(comm, rank, maxneighbors, neighbors);
-}
-int PMPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[])
-    __attribute__((alias("MPI_Graph_neighbors")));
-
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors_count)
-int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Graph_neighbors_count", 1);
-    return mln_pmpi.Graph_neighbors_count(comm, rank, nneighbors);
-}
-int PMPI_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
-    __attribute__((alias("MPI_Graph_neighbors_count")));
-
-#endif
-#if defined(MLN_PL_HAVE_Graphdims_get)
-int MPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Graphdims_get", 1);
-    return mln_pmpi.Graphdims_get(comm, nnodes, nedges);
-}
-int PMPI_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges)
-    __attribute__((alias("MPI_Graphdims_get")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgather)
-int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                            MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                            recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_allgather", 1);
-    return mln_pmpi.Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                        comm, request);
-}
-int PMPI_Ineighbor_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                             MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_allgather")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgather_c)
-int MPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
-                              MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                              recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_allgather_c", 1);
-    return mln_pmpi.Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                          recvtype, comm, request);
-}
-int PMPI_Ineighbor_allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                               void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
-                               MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_allgather_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgatherv)
-int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                             void *recvbuf, const int recvcounts[], const int displs[],
-                             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                             displs, recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_allgatherv", 1);
-    return mln_pmpi.Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                         recvtype, comm, request);
-}
-int PMPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                              void *recvbuf, const int recvcounts[], const int displs[],
-                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_allgatherv")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgatherv_c)
-int MPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                               void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
-                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                               displs, recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_allgatherv_c", 1);
-    return mln_pmpi.Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                           displs, recvtype, comm, request);
-}
-int PMPI_Ineighbor_allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                                void *recvbuf, const MPI_Count recvcounts[],
-                                const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm,
-                                MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_allgatherv_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoall)
-int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                           MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                           recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_alltoall", 1);
-    return mln_pmpi.Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                       comm, request);
-}
-int PMPI_Ineighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
-                            MPI_Request *request) __attribute__((alias("MPI_Ineighbor_alltoall")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoall_c)
-int MPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                             void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
-                             MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                             recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_alltoall_c", 1);
-    return mln_pmpi.Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                         comm, request);
-}
-int PMPI_Ineighbor_alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
-                              void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
-                              MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_alltoall_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallv)
-int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                            MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                            MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                            recvcounts, rdispls, recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallv", 1);
-    return mln_pmpi.Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                        rdispls, recvtype, comm, request);
-}
-int PMPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                             MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                             const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                             MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_alltoallv")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallv_c)
-int MPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
-                              const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
-                              const MPI_Count recvcounts[], const MPI_Aint rdispls[],
-                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                              recvcounts, rdispls, recvtype, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallv_c", 1);
-    return mln_pmpi.Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                          recvcounts, rdispls, recvtype, comm, request);
-}
-int PMPI_Ineighbor_alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[],
-                               const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf,
-                               const MPI_Count recvcounts[], const MPI_Aint rdispls[],
-                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_alltoallv_c")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallw)
-int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
-                            const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
-                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                            MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
-                                            recvcounts, rdispls, recvtypes, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallw", 1);
-    return mln_pmpi.Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
-                                        recvcounts, rdispls, recvtypes, comm, request);
-}
-int PMPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
-                             const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
-                             const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
-                             MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_alltoallw")));
-
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallw_c)
-int MPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
-                              const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
-                              void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
-                              const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
-                                              recvcounts, rdispls, recvtypes, comm, request);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPI_Ineighbor_alltoallw_c", 1);
-    return mln_pmpi.Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
-                                          recvcounts, rdispls, recvtypes, comm, request);
-}
-int PMPI_Ineighbor_alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[],
-                               const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
-                               void *recvbuf, const MPI_Count recvcounts[],
-                               const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
-                               MPI_Comm comm, MPI_Request *request)
-    __attribute__((alias("MPI_Ineighbor_alltoallw_c")));
 
 #endif
 #if defined(MLN_PL_HAVE_Intercomm_create)
@@ -4554,6 +4545,21 @@ static const struct {
     {"PMPI_Group_excl", offsetof(struct mln_pmpi_table, Group_excl)},
     {"PMPI_Group_range_incl", offsetof(struct mln_pmpi_table, Group_range_incl)},
     {"PMPI_Group_range_excl", offsetof(struct mln_pmpi_table, Group_range_excl)},
+    {"PMPI_Topo_test", offsetof(struct mln_pmpi_table, Topo_test)},
+    {"PMPI_Cartdim_get", offsetof(struct mln_pmpi_table, Cartdim_get)},
+    {"PMPI_Cart_get", offsetof(struct mln_pmpi_table, Cart_get)},
+    {"PMPI_Cart_coords", offsetof(struct mln_pmpi_table, Cart_coords)},
+    {"PMPI_Cart_rank", offsetof(struct mln_pmpi_table, Cart_rank)},
+    {"PMPI_Cart_shift", offsetof(struct mln_pmpi_table, Cart_shift)},
+    {"PMPI_Cart_map", offsetof(struct mln_pmpi_table, Cart_map)},
+    {"PMPI_Graph_map", offsetof(struct mln_pmpi_table, Graph_map)},
+    {"PMPI_Graphdims_get", offsetof(struct mln_pmpi_table, Graphdims_get)},
+    {"PMPI_Graph_get", offsetof(struct mln_pmpi_table, Graph_get)},
+    {"PMPI_Graph_neighbors_count", offsetof(struct mln_pmpi_table, Graph_neighbors_count)},
+    {"PMPI_Graph_neighbors", offsetof(struct mln_pmpi_table, Graph_neighbors)},
+    {"PMPI_Dist_graph_neighbors_count",
+     offsetof(struct mln_pmpi_table, Dist_graph_neighbors_count)},
+    {"PMPI_Dist_graph_neighbors", offsetof(struct mln_pmpi_table, Dist_graph_neighbors)},
 #if defined(MLN_PL_HAVE_Comm_spawn)
     {"PMPI_Comm_spawn", offsetof(struct mln_pmpi_table, Comm_spawn)},
 #endif
@@ -4618,24 +4624,6 @@ static const struct {
 #if defined(MLN_PL_HAVE_Bcast_init_c)
     {"PMPI_Bcast_init_c", offsetof(struct mln_pmpi_table, Bcast_init_c)},
 #endif
-#if defined(MLN_PL_HAVE_Cart_coords)
-    {"PMPI_Cart_coords", offsetof(struct mln_pmpi_table, Cart_coords)},
-#endif
-#if defined(MLN_PL_HAVE_Cart_get)
-    {"PMPI_Cart_get", offsetof(struct mln_pmpi_table, Cart_get)},
-#endif
-#if defined(MLN_PL_HAVE_Cart_map)
-    {"PMPI_Cart_map", offsetof(struct mln_pmpi_table, Cart_map)},
-#endif
-#if defined(MLN_PL_HAVE_Cart_rank)
-    {"PMPI_Cart_rank", offsetof(struct mln_pmpi_table, Cart_rank)},
-#endif
-#if defined(MLN_PL_HAVE_Cart_shift)
-    {"PMPI_Cart_shift", offsetof(struct mln_pmpi_table, Cart_shift)},
-#endif
-#if defined(MLN_PL_HAVE_Cartdim_get)
-    {"PMPI_Cartdim_get", offsetof(struct mln_pmpi_table, Cartdim_get)},
-#endif
 #if defined(MLN_PL_HAVE_Comm_attach_buffer)
     {"PMPI_Comm_attach_buffer", offsetof(struct mln_pmpi_table, Comm_attach_buffer)},
 #endif
@@ -4660,13 +4648,6 @@ static const struct {
 #if defined(MLN_PL_HAVE_Comm_iflush_buffer)
     {"PMPI_Comm_iflush_buffer", offsetof(struct mln_pmpi_table, Comm_iflush_buffer)},
 #endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
-    {"PMPI_Dist_graph_neighbors", offsetof(struct mln_pmpi_table, Dist_graph_neighbors)},
-#endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
-    {"PMPI_Dist_graph_neighbors_count",
-     offsetof(struct mln_pmpi_table, Dist_graph_neighbors_count)},
-#endif
 #if defined(MLN_PL_HAVE_Exscan_init)
     {"PMPI_Exscan_init", offsetof(struct mln_pmpi_table, Exscan_init)},
 #endif
@@ -4687,21 +4668,6 @@ static const struct {
 #endif
 #if defined(MLN_PL_HAVE_Gatherv_init_c)
     {"PMPI_Gatherv_init_c", offsetof(struct mln_pmpi_table, Gatherv_init_c)},
-#endif
-#if defined(MLN_PL_HAVE_Graph_get)
-    {"PMPI_Graph_get", offsetof(struct mln_pmpi_table, Graph_get)},
-#endif
-#if defined(MLN_PL_HAVE_Graph_map)
-    {"PMPI_Graph_map", offsetof(struct mln_pmpi_table, Graph_map)},
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors)
-    {"PMPI_Graph_neighbors", offsetof(struct mln_pmpi_table, Graph_neighbors)},
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors_count)
-    {"PMPI_Graph_neighbors_count", offsetof(struct mln_pmpi_table, Graph_neighbors_count)},
-#endif
-#if defined(MLN_PL_HAVE_Graphdims_get)
-    {"PMPI_Graphdims_get", offsetof(struct mln_pmpi_table, Graphdims_get)},
 #endif
 #if defined(MLN_PL_HAVE_Intercomm_create)
     {"PMPI_Intercomm_create", offsetof(struct mln_pmpi_table, Intercomm_create)},

@@ -356,6 +356,20 @@ struct mln_pmpi_table {
     __typeof__(PMPI_Group_excl) *Group_excl;
     __typeof__(PMPI_Group_range_incl) *Group_range_incl;
     __typeof__(PMPI_Group_range_excl) *Group_range_excl;
+    __typeof__(PMPI_Topo_test) *Topo_test;
+    __typeof__(PMPI_Cartdim_get) *Cartdim_get;
+    __typeof__(PMPI_Cart_get) *Cart_get;
+    __typeof__(PMPI_Cart_coords) *Cart_coords;
+    __typeof__(PMPI_Cart_rank) *Cart_rank;
+    __typeof__(PMPI_Cart_shift) *Cart_shift;
+    __typeof__(PMPI_Cart_map) *Cart_map;
+    __typeof__(PMPI_Graph_map) *Graph_map;
+    __typeof__(PMPI_Graphdims_get) *Graphdims_get;
+    __typeof__(PMPI_Graph_get) *Graph_get;
+    __typeof__(PMPI_Graph_neighbors_count) *Graph_neighbors_count;
+    __typeof__(PMPI_Graph_neighbors) *Graph_neighbors;
+    __typeof__(PMPI_Dist_graph_neighbors_count) *Dist_graph_neighbors_count;
+    __typeof__(PMPI_Dist_graph_neighbors) *Dist_graph_neighbors;
 #if defined(MLN_PL_HAVE_Comm_spawn)
     __typeof__(PMPI_Comm_spawn) *Comm_spawn;
 #endif
@@ -419,24 +433,6 @@ struct mln_pmpi_table {
 #if defined(MLN_PL_HAVE_Bcast_init_c)
     __typeof__(PMPI_Bcast_init_c) *Bcast_init_c;
 #endif
-#if defined(MLN_PL_HAVE_Cart_coords)
-    __typeof__(PMPI_Cart_coords) *Cart_coords;
-#endif
-#if defined(MLN_PL_HAVE_Cart_get)
-    __typeof__(PMPI_Cart_get) *Cart_get;
-#endif
-#if defined(MLN_PL_HAVE_Cart_map)
-    __typeof__(PMPI_Cart_map) *Cart_map;
-#endif
-#if defined(MLN_PL_HAVE_Cart_rank)
-    __typeof__(PMPI_Cart_rank) *Cart_rank;
-#endif
-#if defined(MLN_PL_HAVE_Cart_shift)
-    __typeof__(PMPI_Cart_shift) *Cart_shift;
-#endif
-#if defined(MLN_PL_HAVE_Cartdim_get)
-    __typeof__(PMPI_Cartdim_get) *Cartdim_get;
-#endif
 #if defined(MLN_PL_HAVE_Comm_attach_buffer)
     __typeof__(PMPI_Comm_attach_buffer) *Comm_attach_buffer;
 #endif
@@ -461,12 +457,6 @@ struct mln_pmpi_table {
 #if defined(MLN_PL_HAVE_Comm_iflush_buffer)
     __typeof__(PMPI_Comm_iflush_buffer) *Comm_iflush_buffer;
 #endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
-    __typeof__(PMPI_Dist_graph_neighbors) *Dist_graph_neighbors;
-#endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
-    __typeof__(PMPI_Dist_graph_neighbors_count) *Dist_graph_neighbors_count;
-#endif
 #if defined(MLN_PL_HAVE_Exscan_init)
     __typeof__(PMPI_Exscan_init) *Exscan_init;
 #endif
@@ -487,21 +477,6 @@ struct mln_pmpi_table {
 #endif
 #if defined(MLN_PL_HAVE_Gatherv_init_c)
     __typeof__(PMPI_Gatherv_init_c) *Gatherv_init_c;
-#endif
-#if defined(MLN_PL_HAVE_Graph_get)
-    __typeof__(PMPI_Graph_get) *Graph_get;
-#endif
-#if defined(MLN_PL_HAVE_Graph_map)
-    __typeof__(PMPI_Graph_map) *Graph_map;
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors)
-    __typeof__(PMPI_Graph_neighbors) *Graph_neighbors;
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors_count)
-    __typeof__(PMPI_Graph_neighbors_count) *Graph_neighbors_count;
-#endif
-#if defined(MLN_PL_HAVE_Graphdims_get)
-    __typeof__(PMPI_Graphdims_get) *Graphdims_get;
 #endif
 #if defined(MLN_PL_HAVE_Intercomm_create)
     __typeof__(PMPI_Intercomm_create) *Intercomm_create;
@@ -700,6 +675,21 @@ int mln_pl_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newg
 int mln_pl_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
 int mln_pl_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
 int mln_pl_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int mln_pl_Topo_test(MPI_Comm comm, int *status);
+int mln_pl_Cartdim_get(MPI_Comm comm, int *ndims);
+int mln_pl_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int mln_pl_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int mln_pl_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
+int mln_pl_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest);
+int mln_pl_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int *newrank);
+int mln_pl_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int *newrank);
+int mln_pl_Graphdims_get(MPI_Comm comm, int *nnodes, int *nedges);
+int mln_pl_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
+int mln_pl_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors);
+int mln_pl_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
+int mln_pl_Dist_graph_neighbors_count(MPI_Comm comm, int *indegree, int *outdegree, int *weighted);
+int mln_pl_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                                int maxoutdegree, int destinations[], int destweights[]);
 
 /* Grid mode (preload_grid.c): 1 under `multilane grid run`, where the program's
  * MPI_COMM_WORLD is the grid's world; the bodies of poll and born functions marked
@@ -768,6 +758,22 @@ int mln_pl_grid_Scan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
                      MPI_Op op, MPI_Comm comm);
 int mln_pl_grid_Exscan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                        MPI_Op op, MPI_Comm comm);
+int mln_pl_grid_Neighbor_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                   void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm);
+int mln_pl_grid_Neighbor_allgatherv(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                    void *recvbuf, mln_cv_t recvcounts, mln_cv_t displs,
+                                    MPI_Datatype recvtype, MPI_Comm comm);
+int mln_pl_grid_Neighbor_alltoall(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                  void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                  MPI_Comm comm);
+int mln_pl_grid_Neighbor_alltoallv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                   MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                                   mln_cv_t rdispls, MPI_Datatype recvtype, MPI_Comm comm);
+int mln_pl_grid_Neighbor_alltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                   const MPI_Datatype sendtypes[], void *recvbuf,
+                                   mln_cv_t recvcounts, mln_cv_t rdispls,
+                                   const MPI_Datatype recvtypes[], MPI_Comm comm);
 int mln_pl_grid_Ibarrier(MPI_Comm comm, MPI_Request *request);
 int mln_pl_grid_Ibcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int root,
                        MPI_Comm comm, MPI_Request *request);
@@ -814,6 +820,25 @@ int mln_pl_grid_Iscan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
                       MPI_Op op, MPI_Comm comm, MPI_Request *request);
 int mln_pl_grid_Iexscan(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype,
                         MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Ineighbor_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                    void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                    MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Ineighbor_allgatherv(const void *sendbuf, MPI_Count sendcount,
+                                     MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                                     mln_cv_t displs, MPI_Datatype recvtype, MPI_Comm comm,
+                                     MPI_Request *request);
+int mln_pl_grid_Ineighbor_alltoall(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                                   void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm, MPI_Request *request);
+int mln_pl_grid_Ineighbor_alltoallv(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                    MPI_Datatype sendtype, void *recvbuf, mln_cv_t recvcounts,
+                                    mln_cv_t rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                                    MPI_Request *request);
+int mln_pl_grid_Ineighbor_alltoallw(const void *sendbuf, mln_cv_t sendcounts, mln_cv_t sdispls,
+                                    const MPI_Datatype sendtypes[], void *recvbuf,
+                                    mln_cv_t recvcounts, mln_cv_t rdispls,
+                                    const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                    MPI_Request *request);
 int mln_pl_grid_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 int mln_pl_grid_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
 int mln_pl_grid_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
@@ -821,6 +846,19 @@ int mln_pl_grid_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info
                                 MPI_Comm *newcomm);
 int mln_pl_grid_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
 int mln_pl_grid_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
+int mln_pl_grid_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                            int reorder, MPI_Comm *comm_cart);
+int mln_pl_grid_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
+int mln_pl_grid_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[],
+                             int reorder, MPI_Comm *comm_graph);
+int mln_pl_grid_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[],
+                                  const int degrees[], const int destinations[],
+                                  const int weights[], MPI_Info info, int reorder,
+                                  MPI_Comm *comm_dist_graph);
+int mln_pl_grid_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                           const int sourceweights[], int outdegree,
+                                           const int destinations[], const int destweights[],
+                                           MPI_Info info, int reorder, MPI_Comm *comm_dist_graph);
 
 /* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs
  * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and
@@ -1143,6 +1181,36 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if defined(MLN_PL_HAVE_Iexscan_c)
 #define MPI_Iexscan_c (*mln_pmpi.Iexscan_c)
 #endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather)
+#define MPI_Ineighbor_allgather (*mln_pmpi.Ineighbor_allgather)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgather_c)
+#define MPI_Ineighbor_allgather_c (*mln_pmpi.Ineighbor_allgather_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv)
+#define MPI_Ineighbor_allgatherv (*mln_pmpi.Ineighbor_allgatherv)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_allgatherv_c)
+#define MPI_Ineighbor_allgatherv_c (*mln_pmpi.Ineighbor_allgatherv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall)
+#define MPI_Ineighbor_alltoall (*mln_pmpi.Ineighbor_alltoall)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoall_c)
+#define MPI_Ineighbor_alltoall_c (*mln_pmpi.Ineighbor_alltoall_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv)
+#define MPI_Ineighbor_alltoallv (*mln_pmpi.Ineighbor_alltoallv)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallv_c)
+#define MPI_Ineighbor_alltoallv_c (*mln_pmpi.Ineighbor_alltoallv_c)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw)
+#define MPI_Ineighbor_alltoallw (*mln_pmpi.Ineighbor_alltoallw)
+#endif
+#if defined(MLN_PL_HAVE_Ineighbor_alltoallw_c)
+#define MPI_Ineighbor_alltoallw_c (*mln_pmpi.Ineighbor_alltoallw_c)
+#endif
 #define MPI_Comm_dup (*mln_pmpi.Comm_dup)
 #define MPI_Comm_dup_with_info (*mln_pmpi.Comm_dup_with_info)
 #define MPI_Comm_split (*mln_pmpi.Comm_split)
@@ -1178,6 +1246,20 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #define MPI_Group_excl (*mln_pmpi.Group_excl)
 #define MPI_Group_range_incl (*mln_pmpi.Group_range_incl)
 #define MPI_Group_range_excl (*mln_pmpi.Group_range_excl)
+#define MPI_Topo_test (*mln_pmpi.Topo_test)
+#define MPI_Cartdim_get (*mln_pmpi.Cartdim_get)
+#define MPI_Cart_get (*mln_pmpi.Cart_get)
+#define MPI_Cart_coords (*mln_pmpi.Cart_coords)
+#define MPI_Cart_rank (*mln_pmpi.Cart_rank)
+#define MPI_Cart_shift (*mln_pmpi.Cart_shift)
+#define MPI_Cart_map (*mln_pmpi.Cart_map)
+#define MPI_Graph_map (*mln_pmpi.Graph_map)
+#define MPI_Graphdims_get (*mln_pmpi.Graphdims_get)
+#define MPI_Graph_get (*mln_pmpi.Graph_get)
+#define MPI_Graph_neighbors_count (*mln_pmpi.Graph_neighbors_count)
+#define MPI_Graph_neighbors (*mln_pmpi.Graph_neighbors)
+#define MPI_Dist_graph_neighbors_count (*mln_pmpi.Dist_graph_neighbors_count)
+#define MPI_Dist_graph_neighbors (*mln_pmpi.Dist_graph_neighbors)
 #if defined(MLN_PL_HAVE_Comm_spawn)
 #define MPI_Comm_spawn (*mln_pmpi.Comm_spawn)
 #endif
@@ -1241,24 +1323,6 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if defined(MLN_PL_HAVE_Bcast_init_c)
 #define MPI_Bcast_init_c (*mln_pmpi.Bcast_init_c)
 #endif
-#if defined(MLN_PL_HAVE_Cart_coords)
-#define MPI_Cart_coords (*mln_pmpi.Cart_coords)
-#endif
-#if defined(MLN_PL_HAVE_Cart_get)
-#define MPI_Cart_get (*mln_pmpi.Cart_get)
-#endif
-#if defined(MLN_PL_HAVE_Cart_map)
-#define MPI_Cart_map (*mln_pmpi.Cart_map)
-#endif
-#if defined(MLN_PL_HAVE_Cart_rank)
-#define MPI_Cart_rank (*mln_pmpi.Cart_rank)
-#endif
-#if defined(MLN_PL_HAVE_Cart_shift)
-#define MPI_Cart_shift (*mln_pmpi.Cart_shift)
-#endif
-#if defined(MLN_PL_HAVE_Cartdim_get)
-#define MPI_Cartdim_get (*mln_pmpi.Cartdim_get)
-#endif
 #if defined(MLN_PL_HAVE_Comm_attach_buffer)
 #define MPI_Comm_attach_buffer (*mln_pmpi.Comm_attach_buffer)
 #endif
@@ -1283,12 +1347,6 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if defined(MLN_PL_HAVE_Comm_iflush_buffer)
 #define MPI_Comm_iflush_buffer (*mln_pmpi.Comm_iflush_buffer)
 #endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors)
-#define MPI_Dist_graph_neighbors (*mln_pmpi.Dist_graph_neighbors)
-#endif
-#if defined(MLN_PL_HAVE_Dist_graph_neighbors_count)
-#define MPI_Dist_graph_neighbors_count (*mln_pmpi.Dist_graph_neighbors_count)
-#endif
 #if defined(MLN_PL_HAVE_Exscan_init)
 #define MPI_Exscan_init (*mln_pmpi.Exscan_init)
 #endif
@@ -1309,51 +1367,6 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #endif
 #if defined(MLN_PL_HAVE_Gatherv_init_c)
 #define MPI_Gatherv_init_c (*mln_pmpi.Gatherv_init_c)
-#endif
-#if defined(MLN_PL_HAVE_Graph_get)
-#define MPI_Graph_get (*mln_pmpi.Graph_get)
-#endif
-#if defined(MLN_PL_HAVE_Graph_map)
-#define MPI_Graph_map (*mln_pmpi.Graph_map)
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors)
-#define MPI_Graph_neighbors (*mln_pmpi.Graph_neighbors)
-#endif
-#if defined(MLN_PL_HAVE_Graph_neighbors_count)
-#define MPI_Graph_neighbors_count (*mln_pmpi.Graph_neighbors_count)
-#endif
-#if defined(MLN_PL_HAVE_Graphdims_get)
-#define MPI_Graphdims_get (*mln_pmpi.Graphdims_get)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgather)
-#define MPI_Ineighbor_allgather (*mln_pmpi.Ineighbor_allgather)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgather_c)
-#define MPI_Ineighbor_allgather_c (*mln_pmpi.Ineighbor_allgather_c)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgatherv)
-#define MPI_Ineighbor_allgatherv (*mln_pmpi.Ineighbor_allgatherv)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_allgatherv_c)
-#define MPI_Ineighbor_allgatherv_c (*mln_pmpi.Ineighbor_allgatherv_c)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoall)
-#define MPI_Ineighbor_alltoall (*mln_pmpi.Ineighbor_alltoall)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoall_c)
-#define MPI_Ineighbor_alltoall_c (*mln_pmpi.Ineighbor_alltoall_c)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallv)
-#define MPI_Ineighbor_alltoallv (*mln_pmpi.Ineighbor_alltoallv)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallv_c)
-#define MPI_Ineighbor_alltoallv_c (*mln_pmpi.Ineighbor_alltoallv_c)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallw)
-#define MPI_Ineighbor_alltoallw (*mln_pmpi.Ineighbor_alltoallw)
-#endif
-#if defined(MLN_PL_HAVE_Ineighbor_alltoallw_c)
-#define MPI_Ineighbor_alltoallw_c (*mln_pmpi.Ineighbor_alltoallw_c)
 #endif
 #if defined(MLN_PL_HAVE_Intercomm_create)
 #define MPI_Intercomm_create (*mln_pmpi.Intercomm_create)

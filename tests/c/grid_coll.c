@@ -173,6 +173,8 @@ static void check_reduce(MPI_Comm comm, int size, int rank)
                     : ops[o] == MPI_BAND ? w & x
                     : ops[o] == MPI_BOR  ? w | x
                                          : (!w != !x);
+                if (size == 1) /* one rank: MPI gives its value as it is */
+                    w = x;
             }
             MPI_Iallreduce(MPI_IN_PLACE, &a, 1, MPI_INT, ops[o], comm, &req);
             MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -642,6 +644,194 @@ static void check_bottom_wtime(void)
     agree("MPI_BOTTOM and MPI_Wtime", before);
 }
 
+/* The neighbourhood collectives' blocks on topo: every rank sends its rank (allgather) and
+ * rank * 100 + k to its k-th destination (alltoall, alltoallv with a gap, alltoallw); each
+ * receives what its sources sent, in the order of the sources. */
+static void check_neighbors(MPI_Comm topo, const char *what)
+{
+    int kind = MPI_UNDEFINED, nin = 0, nout = 0, weighted = 0, rank, *in, *out, *sw, *dw;
+    int *got, *sendv, *cnt, *dsp, *bdsp;
+    MPI_Aint *wd;
+    MPI_Datatype *ty;
+    MPI_Request req;
+
+    MPI_Comm_rank(topo, &rank);
+    MPI_Topo_test(topo, &kind);
+    if (kind == MPI_CART) {
+        MPI_Cartdim_get(topo, &nin);
+        nin = nout = 2 * nin;
+    } else if (kind == MPI_GRAPH) {
+        MPI_Graph_neighbors_count(topo, rank, &nin);
+        nout = nin;
+    } else {
+        MPI_Dist_graph_neighbors_count(topo, &nin, &nout, &weighted);
+    }
+    in = calloc((size_t)nin + 1, sizeof(int));
+    out = calloc((size_t)nout + 1, sizeof(int));
+    sw = calloc((size_t)nin + 1, sizeof(int));
+    dw = calloc((size_t)nout + 1, sizeof(int));
+    got = calloc(2 * (size_t)nin + 2, sizeof(int));
+    sendv = calloc((size_t)nout + 1, sizeof(int));
+    cnt = calloc((size_t)(nin > nout ? nin : nout) + 1, sizeof(int));
+    dsp = calloc((size_t)(nin > nout ? nin : nout) + 1, sizeof(int));
+    bdsp = calloc((size_t)(nin > nout ? nin : nout) + 1, sizeof(int));
+    wd = calloc((size_t)(nin > nout ? nin : nout) + 1, sizeof(MPI_Aint));
+    ty = calloc((size_t)(nin > nout ? nin : nout) + 1, sizeof(MPI_Datatype));
+    if (kind == MPI_CART) {
+        int ndims = nin / 2;
+        for (int d = 0; d < ndims; d++)
+            MPI_Cart_shift(topo, d, 1, &in[2 * d], &in[2 * d + 1]);
+        memcpy(out, in, (size_t)nin * sizeof(int));
+    } else if (kind == MPI_GRAPH) {
+        MPI_Graph_neighbors(topo, rank, nin, in);
+        memcpy(out, in, (size_t)nin * sizeof(int));
+    } else {
+        MPI_Dist_graph_neighbors(topo, nin, in, sw, nout, out, dw);
+    }
+    for (int i = 0; i < nin + nout; i++) { /* MPI_PROC_NULL's value is each MPI's own */
+        int v = i < nin ? in[i] : out[i - nin];
+        v = v == MPI_PROC_NULL ? -1 : v;
+        mix(&v, sizeof(v));
+    }
+    for (int i = 0; i < 2 * nin + 2; i++)
+        got[i] = -9;
+    MPI_Neighbor_allgather(&rank, 1, MPI_INT, got, 1, MPI_INT, topo);
+    for (int i = 0; i < nin; i++)
+        if (got[i] != (in[i] == MPI_PROC_NULL ? -9 : in[i]))
+            BAD("%s: neighbor_allgather [%d] = %d, not %d", what, i, got[i], in[i]);
+    mix(got, (size_t)nin * sizeof(int));
+    for (int j = 0; j < nout; j++)
+        sendv[j] = rank * 100 + j;
+    for (int i = 0; i < 2 * nin + 2; i++)
+        got[i] = -9;
+    MPI_Ineighbor_alltoall(sendv, 1, MPI_INT, got, 1, MPI_INT, topo, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    mix(got, (size_t)nin * sizeof(int));
+    for (int i = 0; i < nin; i++) { /* the same again, by v (a gap after each block) and w */
+        cnt[i] = 1;
+        dsp[i] = 2 * i;
+        bdsp[i] = 2 * i;
+        wd[i] = (MPI_Aint)(2 * i * (int)sizeof(int));
+        ty[i] = MPI_INT;
+    }
+    {
+        int *got2 = calloc(2 * (size_t)nin + 2, sizeof(int)),
+            *scnt = calloc((size_t)nout + 1, sizeof(int)),
+            *sdsp = calloc((size_t)nout + 1, sizeof(int));
+        MPI_Aint *swd = calloc((size_t)nout + 1, sizeof(MPI_Aint));
+        MPI_Datatype *sty = calloc((size_t)nout + 1, sizeof(MPI_Datatype));
+        for (int j = 0; j < nout; j++) {
+            scnt[j] = 1;
+            sdsp[j] = j;
+            swd[j] = (MPI_Aint)(j * (int)sizeof(int));
+            sty[j] = MPI_INT;
+        }
+        for (int i = 0; i < 2 * nin + 2; i++)
+            got2[i] = -9;
+        MPI_Neighbor_alltoallv(sendv, scnt, sdsp, MPI_INT, got2, cnt, dsp, MPI_INT, topo);
+        for (int i = 0; i < nin; i++)
+            if (got2[2 * i] != got[i] || got2[2 * i + 1] != -9)
+                BAD("%s: neighbor_alltoallv [%d] = %d, alltoall gave %d", what, i, got2[2 * i],
+                    got[i]);
+        for (int i = 0; i < 2 * nin + 2; i++)
+            got2[i] = -9;
+        MPI_Neighbor_alltoallw(sendv, scnt, swd, sty, got2, cnt, wd, ty, topo);
+        for (int i = 0; i < nin; i++)
+            if (got2[2 * i] != got[i])
+                BAD("%s: neighbor_alltoallw [%d] = %d, alltoall gave %d", what, i, got2[2 * i],
+                    got[i]);
+        free(got2);
+        free(scnt);
+        free(sdsp);
+        free(swd);
+        free(sty);
+    }
+    free(in);
+    free(out);
+    free(sw);
+    free(dw);
+    free(got);
+    free(sendv);
+    free(cnt);
+    free(dsp);
+    free(bdsp);
+    free(wd);
+    free(ty);
+}
+
+/* Cartesian (periodic where a dimension has more than 2 ranks: where it has 2, the MPIs order
+ * the two blocks from one neighbour differently), its sub-grids; a ring graph; distributed
+ * graphs, adjacent and from edges that rank 0 names alone. */
+static void check_topologies(void)
+{
+    int dims[2] = {0, 0}, periods[2], coords[2], r = -1, kind = -1, before = fails, size;
+    int remain[2] = {0, 1};
+    MPI_Comm cart, row, graph, dist, star, dup;
+
+    MPI_Dims_create(wsize, 2, dims);
+    periods[0] = dims[0] > 2;
+    periods[1] = dims[1] > 2;
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+    MPI_Topo_test(cart, &kind);
+    MPI_Cart_coords(cart, wrank, 2, coords);
+    MPI_Cart_rank(cart, coords, &r);
+    if (kind != MPI_CART || r != wrank || coords[0] != wrank / dims[1] ||
+        coords[1] != wrank % dims[1])
+        BAD("cart: kind %d coords (%d, %d) rank %d", kind, coords[0], coords[1], r);
+    check_neighbors(cart, "cart");
+    MPI_Comm_dup(cart, &dup);
+    check_neighbors(dup, "a dup of the cart");
+    MPI_Comm_free(&dup);
+    MPI_Cart_sub(cart, remain, &row);
+    MPI_Comm_size(row, &size);
+    MPI_Comm_rank(row, &r);
+    if (size != dims[1] || r != coords[1])
+        BAD("cart_sub: size %d rank %d", size, r);
+    check_neighbors(row, "a row of the cart");
+    MPI_Comm_free(&row);
+    MPI_Comm_free(&cart);
+    {
+        int *index = malloc((size_t)wsize * sizeof(int)),
+            *edges = malloc(2 * (size_t)wsize * sizeof(int)), ne = 0;
+        for (int i = 0; i < wsize; i++) {
+            if (wsize > 2) {
+                edges[ne++] = (i + wsize - 1) % wsize;
+                edges[ne++] = (i + 1) % wsize;
+            } else if (wsize == 2) {
+                edges[ne++] = 1 - i;
+            }
+            index[i] = ne;
+        }
+        MPI_Graph_create(MPI_COMM_WORLD, wsize, index, edges, 0, &graph);
+        check_neighbors(graph, "graph");
+        MPI_Comm_free(&graph);
+        free(index);
+        free(edges);
+    }
+    {
+        int src = (wrank + wsize - 1) % wsize, dst = (wrank + 1) % wsize, w1 = 5, w2 = 6;
+        MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &src, &w1, 1, &dst, &w2, MPI_INFO_NULL, 0,
+                                       &dist);
+        check_neighbors(dist, "dist graph");
+        MPI_Comm_free(&dist);
+    }
+    {
+        int n = wrank == 0 ? 1 : 0, zero = 0, deg = wsize - 1,
+            *to = malloc((size_t)wsize * sizeof(int));
+        for (int i = 1; i < wsize; i++)
+            to[i - 1] = i;
+        int *w = malloc((size_t)wsize * sizeof(int));
+        for (int i = 0; i < wsize; i++)
+            w[i] = i + 1;
+        MPI_Dist_graph_create(MPI_COMM_WORLD, n, &zero, &deg, to, w, MPI_INFO_NULL, 0, &star);
+        free(w);
+        check_neighbors(star, "star (Dist_graph_create)");
+        MPI_Comm_free(&star);
+        free(to);
+    }
+    agree("topologies and neighbourhood collectives", before);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -653,6 +843,7 @@ int main(int argc, char **argv)
     check_split();
     check_groups();
     check_bottom_wtime();
+    check_topologies();
     {
         uint64_t *all = malloc((size_t)wsize * sizeof(uint64_t));
         MPI_Gather(&digest, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
