@@ -32,33 +32,59 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from ..figures import draw_figures, log_y
 from ..sizes import format_size
 from ..stripe_report import DPI, Section, format_number
-from ..testbed.topology import format_time, parse_rate, parse_time
+from .seed004 import (
+    DIRECT,
+    Place,
+    delay_axis,
+    delay_name,
+    delay_order,
+    direct_mpi,
+    line_style,
+    mpi_order,
+    path_name,
+    place_of,
+)
 
 LATENCY, STREAM, ALLTOALL = "latency_us", "stream_Mbps", "alltoall_Mbps"
 METRICS = (LATENCY, STREAM, ALLTOALL)
 SMALL_SIZE = 8  # bytes: the small message of figure (a) and of the added-latency verdict
 LATENCY_TARGET_US = 50.0  # the relay adds at most this one way at 0 ms (seed: ~25 us)
 RATIO_TARGET = 0.9  # bandwidth over k x NIC, over iperf3 on the same paths, over the WAN
-DIRECT = 0  # the "trunks" of a direct run
-MPI_STYLES = ("-", "--", ":", "-.")
-TRUNK_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 MB = 1e6
 
 
 @dataclass(frozen=True)
 class RelayRun:
-    """One relay result: its MPI, WAN delay, trunks (DIRECT: a stock job over the direct
-    network), rows by message size, and for a relayed run the payload bytes each trunk's
-    gateways sent across the WAN (site -> trunk -> bytes)."""
+    """One relay result: its rows by message size and its place (seed004.Place: MPI, WAN
+    delay, trunks or DIRECT, rates, the payload bytes of each trunk's gateways)."""
 
     label: str
-    mpi: str
-    delay_s: float | None
-    trunks: int
     rows: dict[int, dict[str, Any]]
-    frontend_bps: float | None = None
-    wan_bps: float | None = None
-    trunk_bytes: Mapping[str, Mapping[int, int]] | None = None
+    place: Place
+
+    @property
+    def mpi(self) -> str:
+        return self.place.mpi
+
+    @property
+    def delay_s(self) -> float | None:
+        return self.place.delay_s
+
+    @property
+    def trunks(self) -> int:
+        return self.place.trunks
+
+    @property
+    def frontend_bps(self) -> float | None:
+        return self.place.frontend_bps
+
+    @property
+    def wan_bps(self) -> float | None:
+        return self.place.wan_bps
+
+    @property
+    def trunk_bytes(self) -> Mapping[str, Mapping[int, int]] | None:
+        return self.place.trunk_bytes
 
     @property
     def path(self) -> str:
@@ -78,83 +104,22 @@ class RelayRun:
         return max(found) if found else None
 
 
-def path_name(trunks: int) -> str:
-    return "direct" if trunks == DIRECT else f"{trunks} trunk{'s' if trunks != 1 else ''}"
-
-
-def delay_name(delay_s: float | None) -> str:
-    return "as built" if delay_s is None else format_time(delay_s)
-
-
-def _rate(text: object) -> float | None:
-    """A rate the CLI wrote in the meta ("125mbit"; several: the first) in bit/s."""
-    if not isinstance(text, str) or not text or text == "unlimited":
-        return None
-    try:
-        bps = parse_rate(text.split(",")[0])
-    except ValueError:
-        return None
-    return float(bps) if bps else None
-
-
-def _trunk_bytes(grid: object) -> dict[str, dict[int, int]] | None:
-    """provenance.grid: per site, per trunk, the payload bytes its gateway sent to the peer
-    gateways (from the gateways' summary lines); None without any summary."""
-    if not isinstance(grid, dict):
-        return None
-    out: dict[str, dict[int, int]] = {}
-    for site in grid.get("sites", []):
-        for gw in site.get("gateways", []):
-            summary = gw.get("summary")
-            if not isinstance(summary, dict):
-                continue
-            sent = sum(int(p.get("bytes_out", 0)) for p in summary.get("peers", {}).values())
-            out.setdefault(str(site.get("name")), {})[int(gw.get("trunk", 0))] = sent
-    return out or None
-
-
 def relay_runs(runs: Sequence[Any]) -> tuple[list[RelayRun], list[str]]:
     """The passing relay runs that say their MPI and path (meta), in MPI, delay and path
     order; notes on the others."""
     found: list[RelayRun] = []
     notes: list[str] = []
     for run in runs:
-        prov = run.doc["provenance"]
-        meta = prov.get("meta", {})
         if run.doc.get("status") != "pass":
             notes.append(f"{run.label}: status {run.doc.get('status')}: left out of the relay part")
             continue
-        mpi = meta.get("mpi", "")
-        if not mpi:
-            notes.append(f"{run.label}: no MPI in its meta: left out of the relay part")
+        place = place_of(run.label, run.doc)
+        if isinstance(place, str):
+            notes.append(f"{place}: left out of the relay part")
             continue
-        grid = meta.get("launch") == "grid" or "trunks" in meta
-        try:
-            trunks = int(meta.get("trunks", prov.get("grid", {}).get("trunks", 0))) if grid else 0
-        except (TypeError, ValueError):
-            notes.append(f"{run.label}: trunks {meta.get('trunks')!r}: left out")
-            continue
-        if grid and trunks < 1:
-            notes.append(f"{run.label}: a grid run without its trunks: left out")
-            continue
-        delay = parse_time(meta["wan_delay"]) if "wan_delay" in meta else None
-        if delay is None and prov.get("testbed", {}).get("wan_mode") == "bridge":
-            delay = 0.0  # the bridge stand-in has no delay (seed004-latency.toml)
         rows = {int(r["bytes"]): r for r in run.doc["rows"]}
-        found.append(
-            RelayRun(
-                run.label,
-                mpi,
-                delay,
-                trunks,
-                rows,
-                _rate(meta.get("frontend_nic_rate")),
-                _rate(meta.get("wan_rate")),
-                _trunk_bytes(prov.get("grid")) if grid else None,
-            )
-        )
-    seen = list(dict.fromkeys(r.mpi for r in found))
-    mpis = sorted(seen, key=lambda m: ("=" in m, seen.index(m)))  # one MPI per site last
+        found.append(RelayRun(run.label, rows, place))
+    mpis = mpi_order(r.mpi for r in found)
     found.sort(key=lambda r: (mpis.index(r.mpi), r.delay_s or 0.0, r.trunks))
     return found, notes
 
@@ -169,9 +134,7 @@ class Matrix:
         for run in self.runs:
             self.cells.setdefault((run.mpi, run.delay_s, run.trunks), []).append(run)
         self.mpis = list(dict.fromkeys(r.mpi for r in self.runs))
-        self.delays = sorted(
-            dict.fromkeys(r.delay_s for r in self.runs), key=lambda d: -1.0 if d is None else d
-        )
+        self.delays = delay_order(r.delay_s for r in self.runs)
         self.trunks = sorted({r.trunks for r in self.runs if r.trunks != DIRECT})
 
     def run(self, mpi: str, delay: float | None, trunks: int, metric: str) -> RelayRun | None:
@@ -197,11 +160,7 @@ class Matrix:
         return None if relayed is None or direct is None else relayed - direct
 
     def direct_mpi(self, mpi: str) -> str:
-        """The MPI whose direct run a relayed one is compared with: its own, or site a's."""
-        if "=" not in mpi:
-            return mpi
-        first = mpi.split(",", maxsplit=1)[0].partition("=")[2]
-        return first
+        return direct_mpi(mpi)
 
     def frontend_bps(self) -> float | None:
         return next((r.frontend_bps for r in self.runs if r.frontend_bps), None)
@@ -475,18 +434,6 @@ def statements(m: Matrix, iperf: Iperf, size: int | None) -> list[str]:
 # --- figures --------------------------------------------------------------------------------
 
 
-def _delay_axis(ax: Any, delays: Sequence[float | None]) -> list[float]:
-    """Delays at even positions, labelled in ms; the positions."""
-    xs = [float(i) for i in range(len(delays))]
-    ax.xaxis.set_major_locator(FixedLocator(xs))
-    ax.xaxis.set_minor_locator(NullLocator())
-    names = [delay_name(d) for d in delays]
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: names[round(x)]))
-    ax.set_xlabel("WAN one-way delay")
-    ax.set_xlim(-0.3, len(delays) - 0.7)
-    return xs
-
-
 def _trunk_axis(ax: Any, trunks: Sequence[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(list(trunks)))
@@ -498,13 +445,7 @@ def _trunk_axis(ax: Any, trunks: Sequence[int]) -> None:
 
 
 def _style(m: Matrix, mpi: str, k: int) -> dict[str, Any]:
-    return {
-        "linestyle": MPI_STYLES[m.mpis.index(mpi) % len(MPI_STYLES)],
-        "color": "black" if k == DIRECT else TRUNK_COLOURS[m.trunks.index(k) % len(TRUNK_COLOURS)],
-        "marker": "s" if k == DIRECT else "o",
-        "markersize": 4,
-        "linewidth": 1.6,
-    }
+    return line_style(m.mpis, m.trunks, mpi, k)
 
 
 def plot_latency(m: Matrix, path: Path) -> bool:
@@ -515,8 +456,8 @@ def plot_latency(m: Matrix, path: Path) -> bool:
         return False
     fig = Figure(figsize=(13, 5), dpi=DPI, layout="constrained")
     left, right = fig.subplots(1, 2)
-    xs = _delay_axis(left, m.delays)
-    _delay_axis(right, m.delays)
+    xs = delay_axis(left, m.delays)
+    delay_axis(right, m.delays)
     drawn = False
     for mpi in m.mpis:
         for k in (DIRECT, *m.trunks):
