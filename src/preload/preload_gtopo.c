@@ -65,7 +65,7 @@ static mln_pl_gtopo_t *topo_copy(const mln_pl_gtopo_t *t, MPI_Comm local)
     *u = *t;
     u->dims = dup_ints(t->dims, t->ndims);
     u->periods = dup_ints(t->periods, t->ndims);
-    u->index = dup_ints(t->index, t->nnodes);
+    u->index = dup_ints(t->index, t->kind == MPI_GRAPH ? t->nnodes : 0);
     u->edges = dup_ints(t->edges, t->nedges);
     u->sources = dup_ints(t->sources, t->indeg);
     u->sweights = dup_ints(t->sweights, t->indeg);

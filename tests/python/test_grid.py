@@ -743,6 +743,44 @@ def test_grid_collectives_as_mpi(mpi: str, np: str, sites: int, tmp_path: Path) 
     assert _left_behind(tmp_path, json.loads(summary.read_text())) == []
 
 
+# The same programs built with AddressSanitizer and UBSan (make build-asan) under the layer's
+# sanitized build: each rank is a script that puts libasan first and the sanitized layer in
+# LD_PRELOAD, then becomes the sanitized program ({mpi}: its site's MPI).  LeakSanitizer is
+# off: both MPIs keep buffers to the end (docs/SANITIZERS.md).
+ASAN_RANK = """#!/bin/sh
+export LD_PRELOAD="{libasan}:{root}/build/$1-asan/src/preload/libmultilane-preload.so"
+export ASAN_OPTIONS=detect_leaks=0:exitcode=66 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+exec "{root}/build/$1-asan/bin/$2"
+"""
+SANITIZED = [
+    pytest.param(program, mpi, id=f"{program}-{mpi}")
+    for program in ("grid_coll", GRID_PROGRAM)
+    for mpi in [*WHEELS, *MIXES]
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("program", "mpi"), SANITIZED)
+def test_grid_sanitized(program: str, mpi: str, tmp_path: Path) -> None:
+    mpis = [part.split("=")[1] for part in mpi.split(",")] if "=" in mpi else [mpi]
+    _skip_unless_built(mpis, program)
+    missing = [f"build/{m}-asan" for m in mpis
+               if not (REPO_ROOT / "build" / f"{m}-asan" / "bin" / program).exists()]  # fmt: skip
+    if missing:
+        pytest.skip(f"not built yet (make build-asan): {', '.join(missing)}")
+    libasan = subprocess.run(
+        ["cc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    rank = tmp_path / "asan-rank"
+    rank.write_text(ASAN_RANK.format(libasan=libasan, root=REPO_ROOT))
+    rank.chmod(0o755)
+    args = ["--local", "--np", "4", "--trunks", "2", "--mpi", mpi, "--timeout", "40"]
+    status, out, err = _grid([*args, "--", str(rank), "{mpi}", program], clean_env(REPO_ROOT), 60)
+    assert status == 0, f"{out[-2000:]}\n{err[-4000:]}"
+    assert "FAIL" not in out and f"PASS {program} (4 ranks)" in out
+    assert "Sanitizer" not in err and "runtime error:" not in err, err[-4000:]
+
+
 def _running_with(word: str) -> list[int]:
     """PIDs of the processes whose command line holds `word` (not zombies)."""
     found = []
