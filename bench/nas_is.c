@@ -73,24 +73,30 @@ static uint64_t splitmix(uint64_t *s)
 
 static int usage(const char *why)
 {
-    return nas_usage(
-        rank, "mln-nas-is", why,
-        "[--keys N] [--max-key K] [--buckets B] [--iters I]\n"
-        "  keys per rank (default 1048576), keys in [0, K) (default 524288), B buckets "
-        "dividing K (default 1024), I iterations, 1 to 64 (default 10)");
+    return nas_usage(rank, "mln-nas-is", why);
 }
 
 static int parse(int argc, char **argv, is_opts_t *o)
 {
     *o = (is_opts_t){.keys = 1L << 20, .max_key = 1L << 19, .buckets = 1024, .iters = 10};
-    const nas_opt_t opts[] = {{"--keys", &o->keys, 1},
-                              {"--max-key", &o->max_key, 1},
-                              {"--buckets", &o->buckets, 1},
-                              {"--iters", &o->iters, 1}};
-    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])), &o->c);
+    const nas_opt_t opts[] = {
+        {"--keys", "N", &o->keys, 1, "keys per rank, 256 to 2^28 (default 1048576)"},
+        {"--max-key", "K", &o->max_key, 1, "keys in [0, K), 128 to 2^30 (default 524288)"},
+        {"--buckets", "B", &o->buckets, 1, "buckets, B dividing K (default 1024)"},
+        {"--iters", "I", &o->iters, 1, "timed iterations, 1 to 64 (default 10)"}};
+    const nas_cmd_t cmd = {"mln-nas-is",
+                           "an integer sort in the style of NAS IS: MPI_Allreduce of a bucket "
+                           "histogram, MPI_Alltoall, MPI_Alltoallv of the keys, verified",
+                           opts, (int)(sizeof(opts) / sizeof(opts[0]))};
+    const char *bad = nas_parse(argc, argv, &cmd, &o->c);
 
     if (bad != NULL)
         return usage(bad);
+    if (o->c.help) {
+        if (rank == 0)
+            nas_help(&cmd);
+        return 0;
+    }
     if (o->keys < 4 * ITER_MAX || o->keys > (1L << 28))
         return usage("--keys must be 256 to 2^28");
     if (o->max_key < 2 * ITER_MAX || o->max_key > (1L << 30) || o->buckets > o->max_key ||
@@ -156,7 +162,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((rc = parse(argc, argv, &o)) != 0)
+    if ((rc = parse(argc, argv, &o)) != 0 || o.c.help)
         goto done;
     split = nas_split(&o.c, size);
     keys = malloc((size_t)o.keys * sizeof(*keys));

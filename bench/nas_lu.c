@@ -66,21 +66,30 @@ static uint64_t cross; /* bytes sent to a rank of the other site */
 
 static int usage(const char *why)
 {
-    return nas_usage(rank, "mln-nas-lu", why,
-                     "[--nx NX] [--ny NY] [--nz NZ] [--iters I]\n"
-                     "  the grid (default 64 x 64 x 64; NY a multiple of the rank count), I "
-                     "iterations of a lower and an upper sweep (default 10)");
+    return nas_usage(rank, "mln-nas-lu", why);
 }
 
 static int parse(int argc, char **argv, lu_opts_t *o)
 {
     *o = (lu_opts_t){.nx = 64, .ny = 64, .nz = 64, .iters = 10};
     const nas_opt_t opts[] = {
-        {"--nx", &o->nx, 1}, {"--ny", &o->ny, 1}, {"--nz", &o->nz, 1}, {"--iters", &o->iters, 1}};
-    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])), &o->c);
+        {"--nx", "NX", &o->nx, 1, "grid points along x, at most 4096 (default 64)"},
+        {"--ny", "NY", &o->ny, 1, "along y, a multiple of the rank count (default 64)"},
+        {"--nz", "NZ", &o->nz, 1, "along z, the pipeline's steps (default 64; 2^28 points)"},
+        {"--iters", "I", &o->iters, 1, "timed iterations, at most 10000 (default 10)"}};
+    const nas_cmd_t cmd = {"mln-nas-lu",
+                           "a pipelined Gauss-Seidel wavefront in the style of NAS LU: lower "
+                           "and upper sweeps over y bands, verified bit for bit",
+                           opts, (int)(sizeof(opts) / sizeof(opts[0]))};
+    const char *bad = nas_parse(argc, argv, &cmd, &o->c);
 
     if (bad != NULL)
         return usage(bad);
+    if (o->c.help) {
+        if (rank == 0)
+            nas_help(&cmd);
+        return 0;
+    }
     if (o->nx > 4096 || o->ny > 4096 || o->nz > 4096 || o->iters > 10000 ||
         o->nx * o->ny * o->nz > (1L << 28))
         return usage("at most 4096 per dimension, 2^28 points, 10000 iterations");
@@ -201,7 +210,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((rc = parse(argc, argv, &o)) != 0)
+    if ((rc = parse(argc, argv, &o)) != 0 || o.c.help)
         goto done;
     split = nas_split(&o.c, size);
     ny = o.ny / size;

@@ -64,25 +64,31 @@ static uint64_t cross; /* bytes sent to a rank of the other site */
 
 static int usage(const char *why)
 {
-    return nas_usage(
-        rank, "mln-nas-mg", why,
-        "[--n N] [--levels L] [--smooth S] [--cycles C]\n"
-        "  an N^3 periodic grid (default 64), L levels (default 4), S Jacobi steps per "
-        "level and leg (default 2), C V-cycles (default 4); N / 2^(L-1) must be a "
-        "multiple of the rank count");
+    return nas_usage(rank, "mln-nas-mg", why);
 }
 
 static int parse(int argc, char **argv, mg_opts_t *o)
 {
     *o = (mg_opts_t){.n = 64, .levels = 4, .smooth = 2, .cycles = 4};
-    const nas_opt_t opts[] = {{"--n", &o->n, 1},
-                              {"--levels", &o->levels, 1},
-                              {"--smooth", &o->smooth, 1},
-                              {"--cycles", &o->cycles, 1}};
-    const char *bad = nas_parse(argc, argv, opts, (int)(sizeof(opts) / sizeof(opts[0])), &o->c);
+    const nas_opt_t opts[] = {
+        {"--n", "N", &o->n, 1,
+         "an N^3 periodic grid, at most 1024 (default 64); N / 2^(L-1) a multiple of the ranks"},
+        {"--levels", "L", &o->levels, 1, "grid levels, at most 10 (default 4)"},
+        {"--smooth", "S", &o->smooth, 1, "Jacobi steps per level and leg, at most 100 (default 2)"},
+        {"--cycles", "C", &o->cycles, 1, "timed V-cycles, at most 1000 (default 4)"}};
+    const nas_cmd_t cmd = {"mln-nas-mg",
+                           "a multigrid-style stencil in the style of NAS MG: V-cycles of a "
+                           "7-point Jacobi, halo planes by MPI_Sendrecv, verified bit for bit",
+                           opts, (int)(sizeof(opts) / sizeof(opts[0]))};
+    const char *bad = nas_parse(argc, argv, &cmd, &o->c);
 
     if (bad != NULL)
         return usage(bad);
+    if (o->c.help) {
+        if (rank == 0)
+            nas_help(&cmd);
+        return 0;
+    }
     if (o->n > 1024 || o->levels > 10 || o->smooth > 100 || o->cycles > 1000)
         return usage("at most --n 1024, --levels 10, --smooth 100, --cycles 1000");
     if ((o->n >> (o->levels - 1)) < 2 || (o->n >> (o->levels - 1)) << (o->levels - 1) != o->n)
@@ -263,7 +269,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((rc = parse(argc, argv, &o)) != 0)
+    if ((rc = parse(argc, argv, &o)) != 0 || o.c.help)
         goto done;
     split = nas_split(&o.c, size);
     nz = o.n / size;

@@ -21,10 +21,20 @@
 #define NAS_MAX_META 64 /* --meta pairs (the CLI passes about 15) */
 
 typedef struct nas_opt {
-    const char *name; /* "--keys" */
+    const char *name;    /* "--keys" */
+    const char *metavar; /* "N" */
     long *into;
-    long min; /* the smallest value allowed */
+    long min;         /* the smallest value allowed */
+    const char *help; /* what it sets, its default */
 } nas_opt_t;
+
+/* A kernel's command line: its name, what it does (one line), its own options. */
+typedef struct nas_cmd {
+    const char *prog; /* "mln-nas-is" */
+    const char *summary;
+    const nas_opt_t *opts;
+    int n;
+} nas_cmd_t;
 
 /* The options every kernel takes (nas_parse fills it). */
 typedef struct nas_common {
@@ -33,6 +43,7 @@ typedef struct nas_common {
     const char *json;               /* --json FILE; NULL: none */
     const char *meta[NAS_MAX_META]; /* the --meta arguments, KEY=VALUE each, in order */
     int nmeta;
+    int help; /* --help: nas_help, and nothing else */
 } nas_common_t;
 
 /* A text option's value: NULL, or why not (--json: an empty name; --meta: no KEY=, too many). */
@@ -50,20 +61,24 @@ static inline const char *nas_text(nas_common_t *c, const char *name, const char
     return NULL;
 }
 
-/* Reads argv[1..] into the n options' longs (their defaults already there) and the common
+/* Reads argv[1..] into the kernel's options (their defaults already there) and the common
  * options into *c: NULL, or why not (an unknown argument, a missing value, a value that is no
  * integer or below its minimum, a bad --json or --meta). */
-static inline const char *nas_parse(int argc, char **argv, const nas_opt_t *opts, int n,
-                                    nas_common_t *c)
+static inline const char *nas_parse(int argc, char **argv, const nas_cmd_t *cmd, nas_common_t *c)
 {
     *c = (nas_common_t){.inject = -1};
     for (int i = 1; i < argc; i++) {
-        const nas_opt_t common[] = {{"--inject-error", &c->inject, 0}, {"--split", &c->split, 0}};
+        const nas_opt_t common[] = {{"--inject-error", "RANK", &c->inject, 0, NULL},
+                                    {"--split", "S", &c->split, 0, NULL}};
         const nas_opt_t *o = NULL;
         char *end = NULL;
 
-        for (int k = 0; k < n + 2 && o == NULL; k++) {
-            const nas_opt_t *each = k < n ? &opts[k] : &common[k - n];
+        if (strcmp(argv[i], "--help") == 0) {
+            c->help = 1;
+            continue;
+        }
+        for (int k = 0; k < cmd->n + 2 && o == NULL; k++) {
+            const nas_opt_t *each = k < cmd->n ? &cmd->opts[k] : &common[k - cmd->n];
             if (strcmp(argv[i], each->name) == 0)
                 o = each;
         }
@@ -94,18 +109,39 @@ static inline int nas_split(const nas_common_t *c, int size)
     return c->split < size ? (int)c->split : -1;
 }
 
-/* A usage error: "PROG: WHY" and "usage: PROG HELP" (the kernel's options, then the common
- * ones) on stderr, from rank 0 only; returns 2, the exit status of a usage error. */
-static inline int nas_usage(int rank, const char *prog, const char *why, const char *help)
+static inline void nas_help_line(const char *name, const char *metavar, const char *help)
+{
+    char flag[40];
+
+    snprintf(flag, sizeof(flag), "%s%s%s", name, metavar ? " " : "", metavar ? metavar : "");
+    printf("  %-20s %s\n", flag, help);
+}
+
+/* --help on stdout: the kernel's options, then the common ones (docs/METRICS.md, nas). */
+static inline void nas_help(const nas_cmd_t *cmd)
+{
+    printf("usage: %s [options]\n%s\n\nkernel options:\n", cmd->prog, cmd->summary);
+    for (int k = 0; k < cmd->n; k++)
+        nas_help_line(cmd->opts[k].name, cmd->opts[k].metavar, cmd->opts[k].help);
+    printf("\noptions:\n");
+    nas_help_line("--split", "S",
+                  "the first rank of the second site (default 0: P / 2); the result's bytes "
+                  "are what an iteration sends between the sites");
+    nas_help_line("--json", "FILE", "also write the result as JSON (multilane-result, v1)");
+    nas_help_line("--meta", "KEY=VALUE", "copy KEY=VALUE into the provenance (repeatable)");
+    nas_help_line("--inject-error", "RANK",
+                  "for testing: that rank spoils one value of its result (the run must FAIL)");
+    nas_help_line("--help", NULL, "print this help and exit");
+    printf("\nexit status: 0 verified, 1 wrong result, 2 usage error or no memory, 3 the JSON "
+           "not written.\n");
+}
+
+/* A usage error: "PROG: WHY" on stderr, from rank 0 only; returns 2, the exit status of a
+ * usage error. */
+static inline int nas_usage(int rank, const char *prog, const char *why)
 {
     if (rank == 0)
-        fprintf(stderr,
-                "%s: %s\nusage: %s %s\n"
-                "  and [--inject-error RANK] [--split S] [--json FILE] [--meta KEY=VALUE]...: "
-                "RANK spoils one value of its result (the verification must fail); S the first "
-                "rank of the second site (default P / 2: the bytes that cross between the "
-                "sites); the result also as JSON; KEY=VALUE into its provenance\n",
-                prog, why, prog, help);
+        fprintf(stderr, "%s: %s (%s --help lists the options)\n", prog, why, prog);
     return 2;
 }
 
