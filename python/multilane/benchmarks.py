@@ -549,8 +549,86 @@ GPU_TRANSFER = Benchmark(
     payload=MappingProxyType({f"{t.replace('-', '_')}_MBps": "2" for t in GPU_TRANSFER_TESTS}),
 )
 
+
+def _count(low: int, high: int, what: str) -> Callable[[object], str]:
+    """An integer from low to high, also as its decimal text (`multilane bench nas-mg --n
+    64` gives text)."""
+    check = _int_from(low, high, what)
+
+    def parse(value: object) -> str:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        return check(value)
+
+    return parse
+
+
+def _nas(name: str, description: str, sizes: Mapping[str, Option]) -> Benchmark:
+    """One of seed 004's NAS-style kernels (issue 19; docs/METRICS.md, nas): mln-NAME, a
+    plain MPI program whose ranks span every host (a collective kernel); its sizes, and the
+    split between the sites, which a test-bed run sets to the ranks of the first site.  Its one
+    row's bytes are what an iteration sends between the sites (iters of them in all)."""
+    return Benchmark(
+        name=name,
+        program=f"mln-{name}",
+        description=description,
+        options=MappingProxyType(
+            {
+                **sizes,
+                "split": Option(
+                    "--split", _non_negative_int, "first rank of the second site (0: n/2)"
+                ),
+            }
+        ),
+        min_ranks=1,
+        payload=MappingProxyType({"total_s": "1"}),
+        every_host=True,
+        site_split="split",
+    )
+
+
+NAS_IS = _nas(
+    "nas-is",
+    "integer sort in the style of NAS IS (seed 004): MPI_Allreduce of a bucket histogram, "
+    "MPI_Alltoall of the counts, MPI_Alltoallv of the keys, a counting sort; verified; "
+    "bandwidth-bound across a WAN",
+    {
+        "keys": Option("--keys", _count(256, 2**28, "keys per rank"), "keys per rank"),
+        "max_key": Option(
+            "--max-key", _count(128, 2**30, "a key bound"), "keys in [0, K), K a multiple of B"
+        ),
+        "buckets": Option("--buckets", _count(1, 2**30, "buckets"), "buckets B dividing K"),
+        "iters": Option("--iters", _count(1, 64, "iterations"), "timed iterations (1 to 64)"),
+    },
+)
+NAS_MG = _nas(
+    "nas-mg",
+    "multigrid-style stencil in the style of NAS MG (seed 004): V-cycles of a 7-point Jacobi "
+    "over z slabs, halo planes by MPI_Sendrecv shrinking with the level; verified bit for "
+    "bit; latency-bound across a WAN",
+    {
+        "n": Option("--n", _count(2, 1024, "a grid edge"), "the N^3 grid's edge"),
+        "levels": Option("--levels", _count(1, 10, "levels"), "grid levels L"),
+        "smooth": Option("--smooth", _count(1, 100, "steps"), "Jacobi steps per level and leg"),
+        "cycles": Option("--cycles", _count(1, 1000, "V-cycles"), "timed V-cycles"),
+    },
+)
+NAS_LU = _nas(
+    "nas-lu",
+    "pipelined Gauss-Seidel wavefront in the style of NAS LU (seed 004): lower and upper "
+    "sweeps over y bands, a row per plane to the next rank; verified bit for bit; "
+    "compute-bound",
+    {
+        "nx": Option("--nx", _count(1, 4096, "a grid edge"), "grid points along x"),
+        "ny": Option("--ny", _count(1, 4096, "a grid edge"), "along y (a multiple of ranks)"),
+        "nz": Option("--nz", _count(1, 4096, "a grid edge"), "along z (pipeline steps)"),
+        "iters": Option("--iters", _count(1, 10000, "iterations"), "timed iterations"),
+    },
+)
+NAS_KERNELS = (NAS_IS, NAS_MG, NAS_LU)
+
 BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(
-    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO, MATMUL, GPU_TRANSFER, RELAY)}
+    {b.name: b for b in (PT2PT, STRIPE, BCAST, HALO, MATMUL, GPU_TRANSFER, RELAY, *NAS_KERNELS)}
 )
 
 

@@ -193,11 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for key, (_, metavar) in DIRECT_OPTIONS.items():
         owners = [b for b in BENCHMARKS.values() if key in b.options]
+        helps = dict.fromkeys(b.options[key].help for b in owners)  # matmul's --n, nas-mg's
         bench.add_argument(
             f"--{key}",
             type=_option_type(key),
             metavar=metavar,
-            help=f"{', '.join(b.name for b in owners)}: {owners[0].options[key].help}",
+            help="; ".join(
+                f"{', '.join(b.name for b in owners if b.options[key].help == h)}: {h}"
+                for h in helps
+            ),
         )
     bench.add_argument(
         "--timeout",

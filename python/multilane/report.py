@@ -22,7 +22,7 @@ from . import (
 )
 from .errors import MultilaneError
 from .figures import size_axis
-from .reports import relay_report
+from .reports import nas_report, relay_report
 from .results import is_result, is_skip_record, load_result, read_json, run_label
 from .sizes import format_size
 from .testbed.check import CHECK_SCHEMA
@@ -32,7 +32,8 @@ DPI = 110
 SUMMARY_COLUMNS = 4  # panels per row of <benchmark>-summary.png
 # Benchmarks whose section has its own tables of every metric (matmul: a row per N, a table per
 # MPI x transport x ranks): the generic size x run tables and plots are left out for them.
-OWN_TABLES = ("matmul", "relay")  # relay: a table per metric of MPI x WAN delay x path
+# relay: a table per metric of MPI x WAN delay x path; the NAS kernels: one row per run
+OWN_TABLES = ("matmul", "relay", *nas_report.KERNELS)
 
 
 @dataclass(frozen=True)
@@ -318,6 +319,7 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             "bcast": bcast_report.section,
             "halo": halo_report.section,
             "relay": relay_report.section,
+            **dict.fromkeys(nas_report.KERNELS, nas_report.section),
         }
         with_skips = {
             "matmul": matmul_report.section,

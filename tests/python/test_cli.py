@@ -52,7 +52,8 @@ def test_unknown_benchmark(fake_root: Path) -> None:
     proc = multilane(["bench", "nope"], clean_env(fake_root))
     _one_line_error(
         proc,
-        "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo, matmul, gpu-transfer, relay)",
+        "unknown benchmark 'nope' (known: pt2pt, stripe, bcast, halo, matmul, gpu-transfer, relay, "
+        "nas-is, nas-mg, nas-lu)",
     )
 
 
@@ -420,7 +421,7 @@ def test_bench_help_names_bcast_options() -> None:
     assert "--algo NAME bcast: stock, mpi, sme, hier or auto" in text
     assert "--leaders L bcast: sme: leaders per node L (0: default)" in text
     assert "--root R bcast: the broadcasting rank" in text
-    assert "one host per site (bcast, halo: every host)" in text
+    assert "one host per site (bcast, halo, nas-is, nas-mg, nas-lu: every host)" in text
 
 
 def test_bench_bcast_flow(fake_root: Path, tmp_path: Path) -> None:

@@ -456,7 +456,7 @@ def test_bcast_options_in_a_scenario(tmp_path: Path) -> None:
         (
             '[[run]]\nmpi = "mpich"\nbenchmark = "bcast"\nnp = 8\n' + NETWORK,
             "run[0].np",
-            "its runs go one host per site (bcast, halo: every host) over the emulated network",
+            "its runs go one host per site (bcast, halo, nas-is, nas-mg, nas-lu: every host) over",
         ),
     ],
 )
