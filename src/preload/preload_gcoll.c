@@ -93,6 +93,7 @@ struct gcoll {
     void *fin_out;           /* allgather_bytes: where the whole goes */
     int kind;                /* a shared run's variant (GC_*) */
     int *nb_in;              /* neighbourhood collectives: the sources */
+    MPI_Datatype held[2];    /* nonblocking: the layer's duplicates of the program's types */
     mln_pl_req_t *req;       /* nonblocking: the program's request; NULL: blocking */
     int done;
     gcoll_t *next;
@@ -262,6 +263,9 @@ static int gc_ready(gcoll_t *o)
 
 static void gc_free(gcoll_t *o)
 {
+    for (int i = 0; i < 2; i++)
+        if (o->held[i] != MPI_DATATYPE_NULL)
+            MPI_Type_free(&o->held[i]);
     for (int i = 0; i < o->nrecvs; i++)
         if (o->recvs[i].m != NULL)
             mln_relay_msg_free(o->recvs[i].m);
@@ -334,7 +338,26 @@ static gcoll_t *gc_new(mln_pl_gcomm_t *c, gcoll_fn run, const gcoll_args_t *a)
     o->a = *a;
     o->lreq = MPI_REQUEST_NULL;
     o->rc = MPI_SUCCESS;
+    o->held[0] = o->held[1] = MPI_DATATYPE_NULL;
     return o;
+}
+
+/* A nonblocking collective's derived datatype (the program may free its own once the call
+ * returns): a duplicate of the layer's for the collective's life. */
+static void hold_type(gcoll_t *o, int i, MPI_Datatype *t)
+{
+    int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
+    MPI_Datatype unset;
+
+    memset(&unset, 0, sizeof(unset)); /* a field the collective has not: all bits 0 */
+    if (*t == MPI_DATATYPE_NULL || *t == unset ||
+        MPI_Type_get_envelope(*t, &ni, &na, &nd, &combiner) != MPI_SUCCESS ||
+        combiner == MPI_COMBINER_NAMED)
+        return;
+    if (MPI_Type_dup(*t, &o->held[i]) == MPI_SUCCESS)
+        *t = o->held[i];
+    else
+        o->held[i] = MPI_DATATYPE_NULL;
 }
 
 /* Starts o (queued behind the communicator's earlier ones); blocking: waits for it.  Nonblocking:
@@ -353,6 +376,8 @@ static int gc_start(gcoll_t *o, MPI_Request *request)
     o->tag = (int)(c->seq++ & 0x7fffffff);
     if (request != NULL) {
         mln_pl_req_t *r = mln_pl_req_new(MLN_PL_RECV);
+        hold_type(o, 0, &o->a.stype);
+        hold_type(o, 1, &o->a.rtype);
         if (r == NULL || (rc = mln_pl_req_greq(r)) != MPI_SUCCESS) {
             free(r);
             free(o);
