@@ -414,6 +414,143 @@ static void check_scan(MPI_Comm comm, int size, int rank)
     free(rcnt);
 }
 
+/* Every predefined operation on every type it applies to (values small enough that every
+ * result is exact: the same bits in any order, so the digest is MPI's), by Allreduce, and by
+ * Reduce to the last rank with MPI_IN_PLACE there; MAXLOC and MINLOC on the pair types.
+ * Every rank must hold the same bits as rank 0. */
+#define N_OPS 10
+/* MAXLOC and MINLOC on MPI's pair type of T: value (rank * 7 + k) % 3, index the rank; the
+ * answer is the best value and the lowest rank that has it. */
+#define CHECK_LOC(T, MPIT, NAME)                                                                   \
+    do {                                                                                           \
+        struct {                                                                                   \
+            T v;                                                                                   \
+            int i;                                                                                 \
+        } a[5], b[5];                                                                              \
+        for (int o = 0; o < 2; o++) {                                                              \
+            for (int k = 0; k < 5; k++) {                                                          \
+                a[k].v = (T)((rank * 7 + k) % 3);                                                  \
+                a[k].i = rank;                                                                     \
+            }                                                                                      \
+            MPI_Allreduce(a, b, 5, MPIT, o ? MPI_MINLOC : MPI_MAXLOC, comm);                       \
+            for (int k = 0; k < 5; k++) {                                                          \
+                int best = o ? 3 : -1, at = -1;                                                    \
+                for (int r = 0; r < size; r++) {                                                   \
+                    int v = (r * 7 + k) % 3;                                                       \
+                    if (o ? v < best : v > best) {                                                 \
+                        best = v;                                                                  \
+                        at = r;                                                                    \
+                    }                                                                              \
+                }                                                                                  \
+                if ((int)b[k].v != best || b[k].i != at)                                           \
+                    BAD("%s %s [%d]: (%d, %d), not (%d, %d)", o ? "MINLOC" : "MAXLOC", NAME, k,    \
+                        (int)b[k].v, b[k].i, best, at);                                            \
+                mix(&b[k].i, sizeof(int));                                                         \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+static void check_every_op(MPI_Comm comm, int size, int rank)
+{
+    static const char *op_names[N_OPS] = {"SUM", "PROD", "MAX",  "MIN", "LAND",
+                                          "LOR", "LXOR", "BAND", "BOR", "BXOR"};
+    const MPI_Op ops[N_OPS] = {MPI_SUM, MPI_PROD, MPI_MAX,  MPI_MIN, MPI_LAND,
+                               MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+    /* kind: 0 integer (every op), 1 floating (SUM PROD MAX MIN), 2 complex (SUM PROD),
+     * 3 C bool (LAND LOR LXOR) */
+    const struct {
+        MPI_Datatype t;
+        int kind;
+        const char *name;
+    } types[] = {
+        {MPI_CHAR, 0, "CHAR"},
+        {MPI_SIGNED_CHAR, 0, "SIGNED_CHAR"},
+        {MPI_UNSIGNED_CHAR, 0, "UNSIGNED_CHAR"},
+        {MPI_SHORT, 0, "SHORT"},
+        {MPI_UNSIGNED_SHORT, 0, "UNSIGNED_SHORT"},
+        {MPI_INT, 0, "INT"},
+        {MPI_UNSIGNED, 0, "UNSIGNED"},
+        {MPI_LONG, 0, "LONG"},
+        {MPI_UNSIGNED_LONG, 0, "UNSIGNED_LONG"},
+        {MPI_LONG_LONG, 0, "LONG_LONG"},
+        {MPI_UNSIGNED_LONG_LONG, 0, "UNSIGNED_LONG_LONG"},
+        {MPI_INT8_T, 0, "INT8_T"},
+        {MPI_INT16_T, 0, "INT16_T"},
+        {MPI_INT32_T, 0, "INT32_T"},
+        {MPI_INT64_T, 0, "INT64_T"},
+        {MPI_UINT8_T, 0, "UINT8_T"},
+        {MPI_UINT16_T, 0, "UINT16_T"},
+        {MPI_UINT32_T, 0, "UINT32_T"},
+        {MPI_UINT64_T, 0, "UINT64_T"},
+        {MPI_BYTE, 0, "BYTE"},
+        {MPI_FLOAT, 1, "FLOAT"},
+        {MPI_DOUBLE, 1, "DOUBLE"},
+        {MPI_LONG_DOUBLE, 1, "LONG_DOUBLE"},
+        {MPI_C_FLOAT_COMPLEX, 2, "C_FLOAT_COMPLEX"},
+        {MPI_C_DOUBLE_COMPLEX, 2, "C_DOUBLE_COMPLEX"},
+        {MPI_C_BOOL, 3, "C_BOOL"},
+    };
+    enum { COUNT = 5 };
+    unsigned char in[COUNT * 32], out[COUNT * 32], first[COUNT * 32];
+
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        MPI_Aint lb, ext;
+        MPI_Type_get_extent(types[ti].t, &lb, &ext);
+        for (int o = 0; o < N_OPS; o++) {
+            const int kind = types[ti].kind;
+            if ((kind == 1 && o >= 4) || (kind == 2 && o >= 2) || (kind == 3 && (o < 4 || o > 6)) ||
+                (types[ti].t == MPI_BYTE && o < 7))
+                continue;
+            memset(in, 0, sizeof(in));
+            for (int i = 0; i < COUNT; i++) { /* 1 or 2 (PROD: at most 2^size), or 0/1 */
+                int v = (rank + i + o) % 3 == 0 ? 2 : 1;
+                if (kind == 3 || o == 4 || o == 5 || o == 6)
+                    v = (rank + i) % 2;
+                unsigned char *at = in + (size_t)i * (size_t)ext;
+                switch (kind) {
+                case 1:
+                    if (types[ti].t == MPI_FLOAT)
+                        *(float *)at = (float)v;
+                    else if (types[ti].t == MPI_DOUBLE)
+                        *(double *)at = v;
+                    else
+                        *(long double *)at = v;
+                    break;
+                case 2:
+                    if (types[ti].t == MPI_C_FLOAT_COMPLEX) {
+                        ((float *)at)[0] = (float)v;
+                        ((float *)at)[1] = o == 1 ? 0.0f : 1.0f;
+                    } else {
+                        ((double *)at)[0] = v;
+                        ((double *)at)[1] = o == 1 ? 0.0 : 1.0;
+                    }
+                    break;
+                default:
+                    at[0] = (unsigned char)v; /* little-endian: the low byte */
+                }
+            }
+            memset(out, 0, sizeof(out));
+            MPI_Allreduce(in, out, COUNT, types[ti].t, ops[o], comm);
+            memcpy(first, out, sizeof(out));
+            MPI_Bcast(first, COUNT * (int)ext, MPI_BYTE, 0, comm);
+            if (memcmp(first, out, (size_t)(COUNT * ext)) != 0)
+                BAD("allreduce %s %s: not the same bits as rank 0's", op_names[o], types[ti].name);
+            /* long double: only its 10 bytes of value are defined */
+            mix(out, types[ti].t == MPI_LONG_DOUBLE ? 10 : (size_t)(COUNT * ext));
+            memcpy(out, in, sizeof(out));
+            MPI_Reduce(rank == size - 1 ? MPI_IN_PLACE : in, out, COUNT, types[ti].t, ops[o],
+                       size - 1, comm);
+            if (rank == size - 1 && memcmp(first, out, (size_t)(COUNT * ext)) != 0)
+                BAD("reduce in place %s %s: not Allreduce's bits", op_names[o], types[ti].name);
+        }
+    }
+    CHECK_LOC(float, MPI_FLOAT_INT, "FLOAT_INT");
+    CHECK_LOC(double, MPI_DOUBLE_INT, "DOUBLE_INT");
+    CHECK_LOC(long, MPI_LONG_INT, "LONG_INT");
+    CHECK_LOC(int, MPI_2INT, "2INT");
+    CHECK_LOC(short, MPI_SHORT_INT, "SHORT_INT");
+    CHECK_LOC(long double, MPI_LONG_DOUBLE_INT, "LONG_DOUBLE_INT");
+}
+
 /* A floating-point sum (not exact): every rank gets the same bits. */
 static void check_bits(MPI_Comm comm, int rank)
 {
@@ -470,6 +607,7 @@ static void check_comm(MPI_Comm comm, const char *name)
     check_alltoall(comm, size, rank);
     check_scan(comm, size, rank);
     check_bits(comm, rank);
+    check_every_op(comm, size, rank);
     check_overlap(comm, size, rank);
     snprintf(label, sizeof(label), "collectives on %s", name);
     agree(label, before);
