@@ -248,6 +248,32 @@ def recorded_bed(
     return Context(root=root, env=env, ncpus=2, euid=0)
 
 
+def recorded_grid_bed(directory: Path, scenario: Path, variant: str) -> None:
+    """A state file saying the test bed of `scenario` is up as `variant`, as a grid run and
+    its benchmark launch read it (seed 004): its compute hosts (and, private, its front-ends with
+    their WAN-side NICs), the sites, the WAN link's rate; nothing is built or started."""
+    network = load_scenario(scenario).network
+    assert network is not None
+    network = network.variant(variant)
+    hosts, sites = [], []
+    for site in network.sites:
+        sites.append({"name": site.name, "private": site.private, "subnet": site.subnet})
+        for h in site.all_hosts:
+            address = h.interfaces[0].address.split("/")[0]
+            record = {"name": h.name, "site": h.site, "namespace": f"mlnf00d-h-{h.name}",
+                      "address": address, "interface": h.interfaces[0].name,
+                      "role": h.role, "nic_rate_bps": h.nic_rate_bps}  # fmt: skip
+            if h.role == "frontend":
+                record.update(wan_address=h.wan_address, wan_interface="eth1",
+                              wan_nic_rate_bps=h.wan_nic_rate_bps)  # fmt: skip
+            hosts.append(record)
+    wan = [{"name": w.name, "sites": [w.site_a, w.site_b], "ab": {"rate_bps": w.ab.rate_bps},
+            "ba": {"rate_bps": w.ba.rate_bps}} for w in network.wan]  # fmt: skip
+    state = State(directory, "mlnf00d-", str(scenario.resolve()), complete=True, hosts=hosts)
+    state.variant, state.sites, state.wan = network.variant_name, sites, wan
+    state.save()
+
+
 def multilane(
     args: Sequence[str], env: dict[str, str], timeout: float = 300, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:

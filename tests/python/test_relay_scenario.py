@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, clean_env
+from conftest import REPO_ROOT, clean_env, recorded_grid_bed
 from multilane.bench import prepare
 from multilane.context import Context
 from multilane.experiment import run_scenario
 from multilane.experiment import testbed_groups as groups_of
 from multilane.external import preload_path
 from multilane.scenario import ScenarioError, load_scenario
-from multilane.testbed.state import State
 from test_grid import fake_tree
 
 FULL = REPO_ROOT / "scenarios" / "seed004-relay.toml"
@@ -34,32 +33,6 @@ def tree(tmp_path: Path) -> Path:
     """Both MPIs installed (stand-in launchers), mln-config, mln-relay, the layer and the
     gateway built."""
     return fake_tree(tmp_path / "tree", ("mln-relay",))
-
-
-def _recorded(directory: Path, scenario: Path, variant: str) -> None:
-    """A state file saying the test bed of `scenario` is up as `variant`: its compute hosts
-    (and, private, its front-ends with their WAN-side NICs), the WAN link's rate; nothing is
-    built or started."""
-    network = load_scenario(scenario).network
-    assert network is not None
-    network = network.variant(variant)
-    hosts, sites = [], []
-    for site in network.sites:
-        sites.append({"name": site.name, "private": site.private, "subnet": site.subnet})
-        for h in site.all_hosts:
-            address = h.interfaces[0].address.split("/")[0]
-            record = {"name": h.name, "site": h.site, "namespace": f"mlnf00d-h-{h.name}",
-                      "address": address, "interface": h.interfaces[0].name,
-                      "role": h.role, "nic_rate_bps": h.nic_rate_bps}  # fmt: skip
-            if h.role == "frontend":
-                record.update(wan_address=h.wan_address, wan_interface="eth1",
-                              wan_nic_rate_bps=h.wan_nic_rate_bps)  # fmt: skip
-            hosts.append(record)
-    wan = [{"name": w.name, "sites": [w.site_a, w.site_b], "ab": {"rate_bps": w.ab.rate_bps},
-            "ba": {"rate_bps": w.ba.rate_bps}} for w in network.wan]  # fmt: skip
-    state = State(directory, "mlnf00d-", str(scenario.resolve()), complete=True, hosts=hosts)
-    state.variant, state.sites, state.wan = network.variant_name, sites, wan
-    state.save()
 
 
 def _ctx(root: Path, state: Path) -> Context:
@@ -136,7 +109,7 @@ def test_dry_run(tree: Path, tmp_path: Path) -> None:
 def test_grid_launch(tree: Path, tmp_path: Path) -> None:
     """A relayed run on the live private test bed: the grid plan, the command that repeats
     it, the program with --split 2 and the meta, the placement for the crossing proof."""
-    _recorded(tmp_path / "state", FULL, "private")
+    recorded_grid_bed(tmp_path / "state", FULL, "private")
     ctx = _ctx(tree, tmp_path / "state")
     out = tmp_path / "out"
     run = prepare(_run(FULL, "openmpi-delay5ms-trunks4-stream"), ctx, out)
@@ -178,7 +151,7 @@ def test_grid_launch(tree: Path, tmp_path: Path) -> None:
 
 
 def test_mixed_grid_launch(tree: Path, tmp_path: Path) -> None:
-    _recorded(tmp_path / "state", FULL, "private")
+    recorded_grid_bed(tmp_path / "state", FULL, "private")
     run = prepare(_run(FULL, "mixed-delay5ms-trunks8-alltoall"), _ctx(tree, tmp_path / "state"),
                   tmp_path / "out")  # fmt: skip
     a, b = run.grid.plan.sites
@@ -190,7 +163,7 @@ def test_mixed_grid_launch(tree: Path, tmp_path: Path) -> None:
 
 def test_direct_launch(tree: Path, tmp_path: Path) -> None:
     """A direct run: one stock job over a1, a2, b1, b2 on the direct network, --split 2."""
-    _recorded(tmp_path / "state", FULL, "direct")
+    recorded_grid_bed(tmp_path / "state", FULL, "direct")
     run = prepare(_run(FULL, "openmpi-delay0ms-direct-pingpong"), _ctx(tree, tmp_path / "state"),
                   tmp_path / "out")  # fmt: skip
     assert run.grid is None and run.request.np == 4 and run.request.options["split"] == 2
@@ -201,7 +174,7 @@ def test_direct_launch(tree: Path, tmp_path: Path) -> None:
 
 
 def test_grid_needs_the_private_bed(tree: Path, tmp_path: Path) -> None:
-    _recorded(tmp_path / "state", FULL, "direct")
+    recorded_grid_bed(tmp_path / "state", FULL, "direct")
     with pytest.raises(Exception, match=r"needs the private one|private network"):
         prepare(_run(FULL, "openmpi-delay0ms-trunks1-stream"), _ctx(tree, tmp_path / "state"),
                 tmp_path / "out")  # fmt: skip
