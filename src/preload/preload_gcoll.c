@@ -380,9 +380,9 @@ static int gc_start(gcoll_t *o, MPI_Request *request)
         hold_type(o, 1, &o->a.rtype);
         if (r == NULL || (rc = mln_pl_req_greq(r)) != MPI_SUCCESS) {
             free(r);
-            free(o);
+            gc_free(o);
             MLN_PL_UNLOCK();
-            return mln_pl_grid_fail(rc != MPI_SUCCESS ? rc : MPI_ERR_NO_MEM);
+            return mln_pl_grid_fail_on(handle, rc != MPI_SUCCESS ? rc : MPI_ERR_NO_MEM);
         }
         r->grid = 1;
         r->gc = c;
@@ -615,7 +615,7 @@ int mln_pl_grid_bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int 
     gcoll_args_t a = {.rbuf = buffer, .rcount = count, .rtype = datatype, .root = root};
 
     if (root < 0 || root >= c->size)
-        return mln_pl_grid_fail(MPI_ERR_ROOT);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_ROOT);
     return gc_start(gc_new(mln_pl_gcomm(comm), run_bcast, &a), request);
 }
 
@@ -738,11 +738,11 @@ static int reduce_start(const void *sendbuf, void *recvbuf, MPI_Count count, MPI
     gcoll_t *o;
 
     if (kind == GC_REDUCE && (root < 0 || root >= c->size))
-        return mln_pl_grid_fail(MPI_ERR_ROOT);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_ROOT);
     if (count < 0)
-        return mln_pl_grid_fail(MPI_ERR_COUNT);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_COUNT);
     if ((o = gc_new(mln_pl_gcomm(comm), run_reduce, &a)) == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     o->kind = kind;
     o->count = count;
     o->in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -793,7 +793,7 @@ static int rs_start(const void *sendbuf, void *recvbuf, mln_cv_t counts, MPI_Cou
     MPI_Count total = 0;
 
     if (o == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     for (int i = 0; i < c->size; i++)
         total += cv_or(counts, i, recvcount);
     o->kind = GC_RS;
@@ -801,7 +801,7 @@ static int rs_start(const void *sendbuf, void *recvbuf, mln_cv_t counts, MPI_Cou
     o->in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     if ((o->out = typed_alloc(o, total, datatype)) == NULL) {
         gc_free(o);
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     }
     return gc_start(o, request);
 }
@@ -1068,9 +1068,9 @@ static int rooted_start(gcoll_fn run, int kind, const gcoll_args_t *a, MPI_Comm 
     gcoll_t *o;
 
     if (a->root < 0 || a->root >= c->size)
-        return mln_pl_grid_fail(MPI_ERR_ROOT);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_ROOT);
     if ((o = gc_new(mln_pl_gcomm(comm), run, a)) == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     o->kind = kind;
     return gc_start(o, request);
 }
@@ -1249,8 +1249,9 @@ static int allgather_start(gcoll_t *o, MPI_Count (*nb_of)(const gcoll_t *o, int 
         o->rc = MPI_ERR_COUNT;
     if (o->rc != MPI_SUCCESS) {
         int rc = o->rc;
+        MPI_Comm handle = c->handle;
         gc_free(o);
-        return mln_pl_grid_fail(rc);
+        return mln_pl_grid_fail_on(handle, rc);
     }
     return gc_start(o, request);
 }
@@ -1281,7 +1282,7 @@ static int allgather_user(const gcoll_args_t *a, MPI_Comm comm, MPI_Request *req
     tinfo_t rt;
 
     if (o == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     tinfo(a->rtype, &rt);
     if (a->sbuf == MPI_IN_PLACE) /* this rank's block is in place already */
         rc = pack(o, (const char *)a->rbuf + rdispl_of(o, o->c->rank) * rt.extent,
@@ -1290,7 +1291,7 @@ static int allgather_user(const gcoll_args_t *a, MPI_Comm comm, MPI_Request *req
         rc = pack(o, a->sbuf, a->scount, a->stype, &o->mine, &o->nmine);
     if (rc != MPI_SUCCESS) {
         gc_free(o);
-        return mln_pl_grid_fail(rc);
+        return mln_pl_grid_fail_on(comm, rc);
     }
     o->fin = fin_allgather;
     return allgather_start(o, nb_recv, request);
@@ -1391,10 +1392,10 @@ static int scan_start(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
     tinfo_t ti;
 
     if (o == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     if (!fits(count)) {
         gc_free(o);
-        return mln_pl_grid_fail(MPI_ERR_COUNT);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_COUNT);
     }
     tinfo(datatype, &ti);
     o->kind = kind;
@@ -1562,11 +1563,11 @@ static int a2a_start(int kind, const gcoll_args_t *a, MPI_Comm comm, MPI_Request
     int rc;
 
     if (o == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     o->kind = kind;
     if (a->sbuf == MPI_IN_PLACE && (rc = a2a_in_place(o)) != MPI_SUCCESS) {
         gc_free(o);
-        return mln_pl_grid_fail(rc);
+        return mln_pl_grid_fail_on(comm, rc);
     }
     return gc_start(o, request);
 }
@@ -1742,9 +1743,9 @@ static int nb_start(int kind, const gcoll_args_t *a, MPI_Comm comm, MPI_Request 
     gcoll_t *o;
 
     if (c->topo == NULL)
-        return mln_pl_grid_fail(MPI_ERR_TOPOLOGY);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_TOPOLOGY);
     if ((o = gc_new(c, run_neighbor, a)) == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     o->kind = kind;
     return gc_start(o, request);
 }

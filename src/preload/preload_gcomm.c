@@ -284,7 +284,7 @@ static int gcomm_make(MPI_Comm comm, int color, int key, make_handle_fn make, vo
     if (local != MPI_COMM_NULL)
         mln_pmpi.Comm_free(&local);
     free(world);
-    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
+    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail_on(comm, rc);
 }
 
 static int make_split(MPI_Comm parent, int color, int key, void *arg, MPI_Comm *out)
@@ -309,7 +309,7 @@ int mln_pl_gcomm_make(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 int mln_pl_grid_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     if (color < 0 && color != MPI_UNDEFINED)
-        return mln_pl_grid_fail(MPI_ERR_ARG);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_ARG);
     return gcomm_make(comm, color, key, make_split, NULL, newcomm);
 }
 
@@ -403,7 +403,7 @@ static int dup_topo(mln_pl_gcomm_t *p, int rc, MPI_Comm *newcomm)
     if (c == NULL || p->topo == NULL)
         return rc;
     rc = mln_pl_gtopo_dup(p, c);
-    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
+    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail_on(p->handle, rc);
 }
 
 int mln_pl_grid_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)

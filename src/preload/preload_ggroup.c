@@ -132,7 +132,7 @@ int mln_pl_Comm_group(MPI_Comm comm, MPI_Group *group)
     MLN_PL_LOCK();
     rc = ggroup_new(c->world, c->size, group);
     MLN_PL_UNLOCK();
-    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
+    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail_on(comm, rc);
 }
 
 int mln_pl_Group_size(MPI_Group group, int *size)
@@ -412,7 +412,7 @@ int mln_pl_grid_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
     int pos = MPI_UNDEFINED, rc = place_in(c, group, &pos);
 
     if (rc != MPI_SUCCESS)
-        return mln_pl_grid_fail(rc);
+        return mln_pl_grid_fail_on(comm, rc);
     return mln_pl_gcomm_make(comm, pos == MPI_UNDEFINED ? MPI_UNDEFINED : 0, pos, newcomm);
 }
 
@@ -432,7 +432,7 @@ int mln_pl_grid_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_C
         rc = mln_pl_gcomm_make_group(c, world, n, pos, tag, newcomm);
     if (owned)
         free(world);
-    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
+    return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail_on(comm, rc);
 }
 
 void mln_pl_ggroup_fini(void)

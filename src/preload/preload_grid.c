@@ -79,6 +79,12 @@ int mln_pl_grid_fail(int code)
     return code;
 }
 
+int mln_pl_grid_fail_on(MPI_Comm comm, int code)
+{
+    mln_pl_grid_error(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, code);
+    return code;
+}
+
 int mln_pl_grid_refuse(const char *call, int on_world)
 {
     mln_pl_grid_t *g = mln_pl.grid;

@@ -117,6 +117,8 @@ int mln_pl_grid_bcast(void *buffer, MPI_Count count, MPI_Datatype datatype, int 
 
 /* The world's error handler with code (the other sites told first where it is fatal). */
 int mln_pl_grid_fail(int code);
+/* The same on comm's error handler (a grid communicator's: MPI's handle of the program's). */
+int mln_pl_grid_fail_on(MPI_Comm comm, int code);
 /* The oldest message of another site that (source, tag) matches, or NULL. */
 mln_relay_msg_t *mln_pl_grid_arrived(mln_pl_grid_t *g, mln_pl_gcomm_t *c, int source, int tag);
 /* MPI's probe of a same-site message (source, tag: comm ranks); matched: MPI_Improbe. */

@@ -105,7 +105,7 @@ static int topo_make(MPI_Comm comm, int color, mln_pl_gtopo_t *t, site_topo_fn s
     int rc;
 
     if (t == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     t->nbr = MPI_COMM_NULL;
     rc = mln_pl_gcomm_make(comm, color, p->rank, newcomm);
     if (rc != MPI_SUCCESS || *newcomm == MPI_COMM_NULL) {
@@ -117,12 +117,12 @@ static int topo_make(MPI_Comm comm, int color, mln_pl_gtopo_t *t, site_topo_fn s
         rc = site(t, plain, newcomm);
         mln_pmpi.Comm_free(&plain);
         mln_pl_gtopo_free(t);
-        return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail(rc);
+        return rc == MPI_SUCCESS ? rc : mln_pl_grid_fail_on(comm, rc);
     }
     rc = mln_pmpi.Comm_dup(c->local, &t->nbr);
     if (rc != MPI_SUCCESS) {
         mln_pl_gtopo_free(t);
-        return mln_pl_grid_fail(rc);
+        return mln_pl_grid_fail_on(comm, rc);
     }
     c->topo = t;
     return MPI_SUCCESS;
@@ -183,11 +183,11 @@ int mln_pl_grid_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], cons
     (void)reorder; /* ranks kept */
     for (int d = 0; d < ndims; d++) {
         if (dims[d] <= 0)
-            return mln_pl_grid_fail(MPI_ERR_DIMS);
+            return mln_pl_grid_fail_on(comm_old, MPI_ERR_DIMS);
         nodes *= dims[d];
     }
     if (ndims < 0 || nodes > p->size)
-        return mln_pl_grid_fail(ndims < 0 ? MPI_ERR_DIMS : MPI_ERR_DIMS);
+        return mln_pl_grid_fail_on(comm_old, ndims < 0 ? MPI_ERR_DIMS : MPI_ERR_DIMS);
     return topo_make(comm_old, p->rank < nodes ? 0 : MPI_UNDEFINED,
                      cart_record(ndims, dims, periods), site_cart, comm_cart);
 }
@@ -200,7 +200,7 @@ int mln_pl_grid_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], c
 
     (void)reorder;
     if (nnodes < 0 || nnodes > p->size)
-        return mln_pl_grid_fail(MPI_ERR_ARG);
+        return mln_pl_grid_fail_on(comm_old, MPI_ERR_ARG);
     t = cart_record(0, NULL, NULL);
     if (t != NULL) {
         int nedges = nnodes > 0 ? index[nnodes - 1] : 0;
@@ -214,7 +214,7 @@ int mln_pl_grid_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], c
         for (int e = 0; t->edges != NULL && e < nedges; e++)
             if (edges[e] < 0 || edges[e] >= nnodes) {
                 mln_pl_gtopo_free(t);
-                return mln_pl_grid_fail(MPI_ERR_ARG);
+                return mln_pl_grid_fail_on(comm_old, MPI_ERR_ARG);
             }
         if (t->index == NULL || t->edges == NULL) {
             mln_pl_gtopo_free(t);
@@ -262,10 +262,10 @@ int mln_pl_grid_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, cons
     (void)reorder;
     for (int i = 0; i < indegree; i++)
         if (sources[i] < 0 || sources[i] >= p->size)
-            return mln_pl_grid_fail(MPI_ERR_RANK);
+            return mln_pl_grid_fail_on(comm_old, MPI_ERR_RANK);
     for (int i = 0; i < outdegree; i++)
         if (destinations[i] < 0 || destinations[i] >= p->size)
-            return mln_pl_grid_fail(MPI_ERR_RANK);
+            return mln_pl_grid_fail_on(comm_old, MPI_ERR_RANK);
     return topo_make(
         comm_old, 0,
         dist_record(indegree, sources, sourceweights, outdegree, destinations, destweights),
@@ -337,7 +337,7 @@ int mln_pl_grid_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[],
     free(dst);
     free(dw);
     if (rc != MPI_SUCCESS)
-        return mln_pl_grid_fail(rc);
+        return mln_pl_grid_fail_on(comm_old, rc);
     return topo_make(comm_old, 0, t, site_dist, comm_dist_graph);
 }
 
@@ -355,7 +355,7 @@ static mln_pl_gtopo_t *topo_of(MPI_Comm comm, int kind, int *plain, int *rc)
     if (c == NULL)
         return NULL;
     if (c->topo == NULL || (kind != 0 && c->topo->kind != kind)) {
-        *rc = mln_pl_grid_fail(MPI_ERR_TOPOLOGY);
+        *rc = mln_pl_grid_fail_on(comm, MPI_ERR_TOPOLOGY);
         return NULL;
     }
     return c->topo;
@@ -402,7 +402,7 @@ int mln_pl_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int c
     if (t == NULL)
         return rc;
     if ((all = malloc((size_t)(t->ndims + 1) * sizeof(int))) == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     coords_of(t, mln_pl_gcomm(comm)->rank, all);
     for (int d = 0; d < maxdims && d < t->ndims; d++) {
         dims[d] = t->dims[d];
@@ -424,9 +424,9 @@ int mln_pl_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[])
     if (t == NULL)
         return rc;
     if (rank < 0 || rank >= t->nnodes)
-        return mln_pl_grid_fail(MPI_ERR_RANK);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_RANK);
     if ((all = malloc((size_t)(t->ndims + 1) * sizeof(int))) == NULL)
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     coords_of(t, rank, all);
     for (int d = 0; d < maxdims && d < t->ndims; d++)
         coords[d] = all[d];
@@ -461,7 +461,7 @@ int mln_pl_Cart_rank(MPI_Comm comm, const int coords[], int *rank)
     if (t == NULL)
         return rc;
     *rank = rank_at(t, coords);
-    return *rank == MPI_PROC_NULL ? mln_pl_grid_fail(MPI_ERR_ARG) : MPI_SUCCESS;
+    return *rank == MPI_PROC_NULL ? mln_pl_grid_fail_on(comm, MPI_ERR_ARG) : MPI_SUCCESS;
 }
 
 static void shift(const mln_pl_gtopo_t *t, int me, int direction, int disp, int *src, int *dst)
@@ -490,7 +490,7 @@ int mln_pl_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, 
     if (t == NULL)
         return rc;
     if (direction < 0 || direction >= t->ndims)
-        return mln_pl_grid_fail(MPI_ERR_ARG);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_ARG);
     shift(t, mln_pl_gcomm(comm)->rank, direction, disp, rank_source, rank_dest);
     return MPI_SUCCESS;
 }
@@ -510,7 +510,7 @@ int mln_pl_grid_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newco
         free(c);
         free(dims);
         free(periods);
-        return mln_pl_grid_fail(MPI_ERR_NO_MEM);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     }
     coords_of(t, mln_pl_gcomm(comm)->rank, c);
     for (int d = 0; d < t->ndims; d++) {
@@ -572,7 +572,7 @@ int mln_pl_Graph_neighbors_count(MPI_Comm comm, int rank, int *nneighbors)
     if (t == NULL)
         return rc;
     if (rank < 0 || rank >= t->nnodes)
-        return mln_pl_grid_fail(MPI_ERR_RANK);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_RANK);
     *nneighbors = t->index[rank] - graph_first(t, rank);
     return MPI_SUCCESS;
 }
@@ -587,7 +587,7 @@ int mln_pl_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighb
     if (t == NULL)
         return rc;
     if (rank < 0 || rank >= t->nnodes)
-        return mln_pl_grid_fail(MPI_ERR_RANK);
+        return mln_pl_grid_fail_on(comm, MPI_ERR_RANK);
     for (int e = graph_first(t, rank), k = 0; e < t->index[rank] && k < maxneighbors; e++, k++)
         neighbors[k] = t->edges[e];
     return MPI_SUCCESS;

@@ -624,6 +624,15 @@ static void check_split(void)
     if (cmp != MPI_CONGRUENT)
         BAD("compare(world, dup) = %d, not MPI_CONGRUENT", cmp);
     check_comm(dup, "a dup of the world");
+    { /* errors go to the communicator's own handler (the world's stays fatal) */
+        int x = 0, rc, cls = -1;
+        MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+        rc = MPI_Bcast(&x, 1, MPI_INT, wsize + 5, dup);
+        MPI_Error_class(rc, &cls);
+        if (cls != MPI_ERR_ROOT)
+            BAD("bcast from root %d on a dup: class %d, not MPI_ERR_ROOT", wsize + 5, cls);
+        MPI_Comm_set_errhandler(dup, MPI_ERRORS_ARE_FATAL);
+    }
     /* by parity, keys reversed: rank order is the world's reversed */
     MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wsize - wrank, &par);
     MPI_Comm_size(par, &psize);
