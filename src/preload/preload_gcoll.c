@@ -94,6 +94,7 @@ struct gcoll {
     int kind;                /* a shared run's variant (GC_*) */
     int *nb_in;              /* neighbourhood collectives: the sources */
     MPI_Datatype held[2];    /* nonblocking: the layer's duplicates of the program's types */
+    int ns, nr;              /* entries of the send and receive arrays (size; neighbours) */
     mln_pl_req_t *req;       /* nonblocking: the program's request; NULL: blocking */
     int done;
     gcoll_t *next;
@@ -334,12 +335,49 @@ static gcoll_t *gc_new(mln_pl_gcomm_t *c, gcoll_fn run, const gcoll_args_t *a)
     if (o == NULL)
         return NULL;
     o->c = c;
+    o->ns = o->nr = c->size;
     o->run = run;
     o->a = *a;
     o->lreq = MPI_REQUEST_NULL;
     o->rc = MPI_SUCCESS;
     o->held[0] = o->held[1] = MPI_DATATYPE_NULL;
     return o;
+}
+
+/* A nonblocking collective's count, displacement and type arrays, copied: the program may
+ * free its own once the call returns (mpi4py's are temporaries). */
+static void hold_view(gcoll_t *o, mln_cv_t *v, int n)
+{
+    MPI_Count *copy;
+
+    if ((v->i == NULL && v->c == NULL && v->a == NULL) ||
+        (copy = gc_alloc(o, (size_t)(n > 0 ? n : 1) * sizeof(MPI_Count))) == NULL)
+        return;
+    for (int k = 0; k < n; k++)
+        copy[k] = mln_cv_at(*v, k);
+    v->i = NULL;
+    v->a = NULL;
+    v->c = copy;
+}
+
+static void hold_types(gcoll_t *o, const MPI_Datatype **t, int n)
+{
+    MPI_Datatype *copy;
+
+    if (*t == NULL || (copy = gc_alloc(o, (size_t)(n > 0 ? n : 1) * sizeof(*copy))) == NULL)
+        return;
+    memcpy(copy, *t, (size_t)n * sizeof(*copy));
+    *t = copy;
+}
+
+static void hold_arrays(gcoll_t *o)
+{
+    hold_view(o, &o->a.scounts, o->ns);
+    hold_view(o, &o->a.sdispls, o->ns);
+    hold_view(o, &o->a.rcounts, o->nr);
+    hold_view(o, &o->a.rdispls, o->nr);
+    hold_types(o, &o->a.stypes, o->ns);
+    hold_types(o, &o->a.rtypes, o->nr);
 }
 
 /* A nonblocking collective's derived datatype (the program may free its own once the call
@@ -378,6 +416,7 @@ static int gc_start(gcoll_t *o, MPI_Request *request)
         mln_pl_req_t *r = mln_pl_req_new(MLN_PL_RECV);
         hold_type(o, 0, &o->a.stype);
         hold_type(o, 1, &o->a.rtype);
+        hold_arrays(o);
         if (r == NULL || (rc = mln_pl_req_greq(r)) != MPI_SUCCESS) {
             free(r);
             gc_free(o);
@@ -1747,6 +1786,7 @@ static int nb_start(int kind, const gcoll_args_t *a, MPI_Comm comm, MPI_Request 
     if ((o = gc_new(c, run_neighbor, a)) == NULL)
         return mln_pl_grid_fail_on(comm, MPI_ERR_NO_MEM);
     o->kind = kind;
+    mln_pl_gtopo_neighbors(c, NULL, &o->nr, NULL, &o->ns);
     return gc_start(o, request);
 }
 

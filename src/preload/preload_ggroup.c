@@ -84,9 +84,14 @@ static int ggroup_new(const int *world, int n, MPI_Group *out)
     MPI_Group self = MPI_GROUP_NULL;
     int zero = 0, rc;
 
-    if (n == 0) {
-        *out = MPI_GROUP_EMPTY;
-        return MPI_SUCCESS;
+    if (n == 0) { /* MPI's own empty group, as its calls give it (Open MPI counts references) */
+        MPI_Group one = MPI_GROUP_NULL;
+        rc = mln_pmpi.Comm_group(MPI_COMM_SELF, &one);
+        if (rc == MPI_SUCCESS)
+            rc = mln_pmpi.Group_incl(one, 0, NULL, out);
+        if (one != MPI_GROUP_NULL)
+            mln_pmpi.Group_free(&one);
+        return rc;
     }
     if ((gg = calloc(1, sizeof(*gg))) == NULL ||
         (gg->world = malloc((size_t)n * sizeof(int))) == NULL) {

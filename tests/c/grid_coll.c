@@ -270,7 +270,17 @@ static void check_gather(MPI_Comm comm, int size, int rank)
     for (int i = 0; i < cnt[rank]; i++)
         all[dsp[rank] + i] = val(rank, i);
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, cnt, dsp, MPI_INT, comm, &req);
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    {
+        int *keep = malloc(2 * (size_t)size * sizeof(int));
+        memcpy(keep, cnt, (size_t)size * sizeof(int));
+        memcpy(keep + size, dsp, (size_t)size * sizeof(int));
+        for (int r = 0; r < size; r++) /* scribbled on, as a temporary array would be */
+            cnt[r] = dsp[r] = -1;
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        memcpy(cnt, keep, (size_t)size * sizeof(int));
+        memcpy(dsp, keep + size, (size_t)size * sizeof(int));
+        free(keep);
+    }
     for (int r = 0; r < size; r++)
         for (int i = 0; i < cnt[r]; i++)
             if (all[dsp[r] + i] != val(r, i))
@@ -378,7 +388,11 @@ static void check_scan(MPI_Comm comm, int size, int rank)
     for (int r = 0; r < size; r++)
         rcnt[r] = r % 2 + 1; /* rank r gets r % 2 + 1 of the sums */
     MPI_Ireduce_scatter(in, out, rcnt, MPI_INT, MPI_MAX, comm, &req);
+    for (int r = 0; r < size; r++) /* the array is the caller's again once the call returned */
+        rcnt[r] = -1;
     MPI_Wait(&req, MPI_STATUS_IGNORE);
+    for (int r = 0; r < size; r++)
+        rcnt[r] = r % 2 + 1;
     {
         int first = 0;
         for (int r = 0; r < rank; r++)
