@@ -5,15 +5,23 @@ Run by path with the Python that has mpi4py (stdlib only; this file imports noth
 multilane)::
 
     python mpi4py_rank.py TESTDIR OUTDIR [main.py options: -v, -i REGEX, -e REGEX, -x PATTERN]
+        [--mln-skip FILE]
+
+--mln-skip FILE names tests (one full id a line) that are not run, matched exactly (main.py's
+-x matches substrings: testReduce would also leave out testReduceScatter); it may come anywhere
+after OUTDIR.
 
 Lines: {"event": "start", "id": ...} before a test runs, then {"event": "end", "id": ...,
 "outcome": "pass" | "fail" | "error" | "skip" | "xfail" | "xpass", "seconds": ..., "detail":
 the traceback or skip reason}, and {"event": "done"} at the end; a subtest's failure or error
 is its test's.  The file is flushed after every line, so a rank that hangs or dies leaves the
-test it was in as its last "start" line."""
+test it was in as its last "start" line.  A rank killed by a fatal signal (SIGSEGV, SIGABRT, ...)
+also leaves Python's traceback of that moment in OUTDIR/rank-R.fault (faulthandler, installed
+after MPI's own handlers, which it then calls): the file is empty for every other end."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -22,12 +30,14 @@ import traceback
 import unittest
 
 DETAIL_CHARS = 4000
+SKIP_OPTION = "--mln-skip"
 
 
 class JsonLinesResult(unittest.TextTestResult):
     """TextTestResult that also writes each test's outcome to the rank's JSON-lines file."""
 
     sink = None  # the open file, set at the start of the run (MPI is initialised by then)
+    fault = None  # rank-R.fault, open until the process ends
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -41,6 +51,8 @@ class JsonLinesResult(unittest.TextTestResult):
         rank = MPI.COMM_WORLD.Get_rank()
         outdir = os.environ["MLN_MPI4PY_OUTDIR"]
         type(self).sink = open(os.path.join(outdir, f"rank-{rank}.jsonl"), "w")  # noqa: SIM115
+        type(self).fault = open(os.path.join(outdir, f"rank-{rank}.fault"), "w")  # noqa: SIM115
+        faulthandler.enable(file=type(self).fault)
 
     def stopTestRun(self):
         super().stopTestRun()
@@ -112,8 +124,33 @@ class JsonLinesRunner(unittest.TextTestRunner):
     resultclass = JsonLinesResult
 
 
+def own_options(words):
+    """(--mln-skip FILE or None, the rest for main.py)."""
+    skip_file, rest, i = None, [], 0
+    while i < len(words):
+        if words[i] == SKIP_OPTION and i + 1 < len(words):
+            skip_file = words[i + 1]
+            i += 2
+        else:
+            rest.append(words[i])
+            i += 1
+    return skip_file, rest
+
+
+def skip_exactly(loader_class, ids):
+    """Leave the tests whose full ids are in `ids` out of what loader_class loads."""
+    names_of = loader_class.getTestCaseNames
+
+    def getTestCaseNames(self, testCaseClass):
+        prefix = f"{testCaseClass.__module__}.{testCaseClass.__qualname__}."
+        return [n for n in names_of(self, testCaseClass) if prefix + n not in ids]
+
+    loader_class.getTestCaseNames = getTestCaseNames
+
+
 def main(argv):
-    testdir, outdir, options = argv[1], argv[2], argv[3:]
+    testdir, outdir = argv[1], argv[2]
+    skip_file, options = own_options(argv[3:])
     os.environ["MLN_MPI4PY_OUTDIR"] = os.path.abspath(outdir)
     sys.dont_write_bytecode = True
     here = os.path.dirname(os.path.abspath(__file__))
@@ -122,6 +159,9 @@ def main(argv):
     sys.path.insert(0, testdir)
     import main as suite  # noqa: PLC0415 - mpi4py's test/main.py, found through testdir
 
+    if skip_file:
+        with open(skip_file) as f:
+            skip_exactly(suite.TestLoader, {line.strip() for line in f if line.strip()})
     sys.argv = [os.path.join(testdir, "main.py"), *options]
     suite.TestProgram(module=None, testRunner=JsonLinesRunner)
 
