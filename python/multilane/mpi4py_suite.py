@@ -3,6 +3,8 @@ the layer must leave the same tests passing, failing and skipped (issue 16).
 
     python -m multilane.mpi4py_suite [--mpi openmpi,mpich] [--np 2,4] [--scenario FILE.toml]
         [--subset ci] [-i REGEX] [-e REGEX] [-x PATTERN] [--env VAR=VALUE] [--setup-only]
+    python -m multilane.mpi4py_suite --grid [--mpi openmpi,mpich,a=openmpi,b=mpich]
+        [--np 2,4] [--trunks K] [--test-timeout S]  (mpi4py_grid.py)
 
 Set-up, each step skipped when done: a tool environment (.deps/mpi4py/venv: pinned setuptools,
 Cython and numpy, the Python that builds mpi4py and runs its tests), the pinned sdist fetched once
@@ -51,7 +53,8 @@ STAMP = ".multilane-mpi4py"
 # unoptimised and without debug information; the suite's time is MPI's, not mpi4py's.
 BUILD_CFLAGS = "-O0 -g0"
 RANK_SCRIPT = Path(__file__).resolve().parent / "mpi4py_rank.py"
-OUTCOMES = ("pass", "fail", "error", "skip", "xfail", "xpass")
+# crash and hang: a run in parts (mpi4py_grid) went on past the test a rank died or hung in
+OUTCOMES = ("pass", "fail", "error", "skip", "xfail", "xpass", "crash", "hang")
 # mpi4py's tests move small messages (mostly under 1 KiB): the stripe threshold at its
 # minimum, and every broadcast of at least one byte through mln_bcast
 LAYER_ENV = {"MLN_STRIPE_THRESHOLD": "128", "MLN_BCAST_THRESHOLD": "1"}
@@ -74,7 +77,10 @@ CI_INCLUDE = (
     r"test_cco_(buf|obj)\b",
 )
 CI_EXCLUDE_TESTS = ("test_cco_*.test[!B]*",)  # of the collectives, Bcast* and Barrier only
-SUBSETS = {"ci": (CI_INCLUDE, (), CI_EXCLUDE_TESTS), "full": ((), (), ())}
+SUBSETS = {
+    "ci": (CI_INCLUDE, (), CI_EXCLUDE_TESTS),
+    "full": ((), (), ()),
+}
 DEFAULT_TIMEOUT_S = 1800.0
 STOP_GRACE_S = 15.0
 THREAD_LEVEL = "serialized"
@@ -259,6 +265,8 @@ class SuiteRun:
         )
         if c["xfail"] or c["xpass"]:
             text += f" xfail {c['xfail']} xpass {c['xpass']}"
+        if c["crash"] or c["hang"]:
+            text += f" crash {c['crash']} hang {c['hang']}"
         ended = "timed out" if self.returncode is None else f"exit {self.returncode}"
         text += f"; {self.seconds:.1f} s, {ended}"
         if self.layer:
@@ -466,15 +474,35 @@ def _csv(text: str) -> list[str]:
     return [w for w in text.split(",") if w]
 
 
+def _mpis(text: str) -> list[str]:
+    """openmpi,mpich,a=openmpi,b=mpich: each MPI, and the sites of a pair (--grid) as one."""
+    found: list[str] = []
+    sites: set[str] = set()
+    for word in _csv(text):
+        site, eq, _ = word.partition("=")
+        if eq and found and "=" in found[-1] and site not in sites:
+            found[-1] += "," + word
+            sites.add(site)
+        else:
+            found.append(word)
+            sites = {site} if eq else set()
+    return found
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m multilane.mpi4py_suite",
         description="mpi4py's test suite without and with libmultilane-preload.so",
     )
-    p.add_argument("--mpi", type=_csv, default=["openmpi", "mpich"], help="openmpi,mpich")
+    p.add_argument(
+        "--mpi",
+        type=_mpis,
+        default=["openmpi", "mpich"],
+        help="openmpi,mpich (--grid: also a pair of sites, a=openmpi,b=mpich)",
+    )
     p.add_argument("--np", type=lambda s: [int(x) for x in _csv(s)], default=[2], help="2,4")
     p.add_argument("--scenario", type=Path, help="on this running test bed (else local)")
-    p.add_argument("--modes", type=_csv, default=["plain", "layer"], help="plain,layer")
+    p.add_argument("--modes", type=_csv, help="plain,layer (--grid: plain,grid)")
     p.add_argument("--subset", choices=sorted(SUBSETS), default="full")
     p.add_argument("-i", dest="include", action="append", default=[], help="modules: REGEX")
     p.add_argument("-e", dest="exclude", action="append", default=[], help="not modules: REGEX")
@@ -488,7 +516,35 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="Open MPI: spawned ranks may exceed the slots (test_spawn runs; heavy on 2 cores)",
     )
     p.add_argument("--setup-only", action="store_true", help="fetch and build, run nothing")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--grid",
+        action="store_true",
+        help="across two sites under `multilane grid run --local`, beside one plain job",
+    )
+    p.add_argument("--trunks", type=int, default=2, help="--grid: gateways per site")
+    p.add_argument(
+        "--test-timeout",
+        type=float,
+        default=180.0,
+        help="--grid: seconds without a test's end before the run goes on past it (hang)",
+    )
+    args = p.parse_args(argv)
+    if args.grid and args.scenario is not None:
+        p.error("--grid runs on this machine (--local): no --scenario")
+    if not args.grid and any("=" in m for m in args.mpi):
+        p.error("--mpi a=..,b=..: sites of different MPIs are for --grid")
+    if not args.grid:
+        args.modes = args.modes or ["plain", "layer"]
+    return args
+
+
+def mpis_of(names: Sequence[str]) -> list[str]:
+    """The MPIs that --mpi names, those of a pair of sites too, once each."""
+    found: dict[str, None] = {}
+    for name in names:
+        for item in name.split(","):
+            found[item.partition("=")[2] or item] = None
+    return list(found)
 
 
 def rank_env(root: Path, mpi: str, scenario: Path | None, extra: Sequence[str]) -> dict[str, str]:
@@ -515,11 +571,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         ensure_sdist(root, say)  # and the tool environment, which also runs the suite
-        for mpi in args.mpi:
+        for mpi in mpis_of(args.mpi):
             ensure_build(root, mpi, say)
             if (
                 not args.setup_only
-                and "layer" in args.modes
+                and (args.grid or "layer" in args.modes)
                 and not preload_path(root, mpi).is_file()
             ):
                 raise UsageError(f"{preload_path(root, mpi)} is missing: run make build")
@@ -531,6 +587,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     include, exclude, skip = SUBSETS[args.subset]
     options = main_options([*include, *args.include], [*exclude, *args.exclude],
                            [*skip, *args.skip])  # fmt: skip
+    if args.grid:
+        from . import mpi4py_grid  # noqa: PLC0415 - it imports this module
+
+        try:
+            return mpi4py_grid.main_grid(root, args, options, say)
+        except UsageError as exc:
+            print(f"mpi4py-suite: error: {exc}", file=sys.stderr)
+            return 2
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or paths.default_results_dir(root) / f"{stamp}-mpi4py-suite"
     say(f"mpi4py-suite: mpi4py {MPI4PY_VERSION}, test/main.py {' '.join(options)}; {out}")

@@ -50,7 +50,7 @@ def test_same_outcomes_compare_equal(tmp_path: Path) -> None:
     same, lines = suite.compare(plain, layer)
     assert same, lines
     assert plain.counts() == {"tests": 3, "pass": 1, "fail": 1, "error": 0, "skip": 1,
-                              "xfail": 0, "xpass": 0}  # fmt: skip
+                              "xfail": 0, "xpass": 0, "crash": 0, "hang": 0}  # fmt: skip
     assert "SAME" in lines[0]
 
 
