@@ -3,7 +3,7 @@ the same suite as one plain job on one site (issue 19): the same outcomes, or ea
 named with its exception.
 
     python -m multilane.mpi4py_suite --grid [--mpi openmpi,mpich,a=openmpi,b=mpich] [--np 2,4]
-        [--trunks K] [--subset full] [-i REGEX] [-e REGEX] [-x PATTERN]
+        [--trunks K] [--subset full|grid-ci] [-i REGEX] [-e REGEX] [-x PATTERN]
         [--test-timeout S] [--modes plain,grid]
 
 Per MPI (or pair of MPIs: a=openmpi,b=mpich) and rank count, two kinds of run of mpi4py_rank.py:

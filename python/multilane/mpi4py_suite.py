@@ -4,7 +4,7 @@ the layer must leave the same tests passing, failing and skipped (issue 16).
     python -m multilane.mpi4py_suite [--mpi openmpi,mpich] [--np 2,4] [--scenario FILE.toml]
         [--subset ci] [-i REGEX] [-e REGEX] [-x PATTERN] [--env VAR=VALUE] [--setup-only]
     python -m multilane.mpi4py_suite --grid [--mpi openmpi,mpich,a=openmpi,b=mpich]
-        [--np 2,4] [--trunks K] [--test-timeout S]  (mpi4py_grid.py)
+        [--np 2,4] [--trunks K] [--subset grid-ci] [--test-timeout S]  (mpi4py_grid.py)
 
 Set-up, each step skipped when done: a tool environment (.deps/mpi4py/venv: pinned setuptools,
 Cython and numpy, the Python that builds mpi4py and runs its tests), the pinned sdist fetched once
@@ -77,8 +77,18 @@ CI_INCLUDE = (
     r"test_cco_(buf|obj)\b",
 )
 CI_EXCLUDE_TESTS = ("test_cco_*.test[!B]*",)  # of the collectives, Bcast* and Barrier only
+# The CI subset of grid mode (mpi4py_grid, --grid): modules that two sites already run exactly
+# as one job does (docs/PRELOAD-MPI4PY.md, "Grid mode"): point-to-point with buffers and
+# objects, probes and matched probes, requests, and the blocking collectives (buffers, objects,
+# vectors: every one, on the world and on a duplicate).
+GRID_CI_INCLUDE = (
+    r"test_p2p_(buf|obj)(_matched)?\b",
+    r"test_request\b",
+    r"test_cco_(buf|obj|vec)\b",
+)
 SUBSETS = {
     "ci": (CI_INCLUDE, (), CI_EXCLUDE_TESTS),
+    "grid-ci": (GRID_CI_INCLUDE, (), ()),
     "full": ((), (), ()),
 }
 DEFAULT_TIMEOUT_S = 1800.0

@@ -3,8 +3,10 @@ plain job on one site (multilane.mpi4py_grid, issue 19).
 
 First without MPI: the MPIs of a grid run and its ranks, the commands, the run in parts going
 past a test that crashes or hangs (a stand-in rank program), the exact skips of
-mpi4py_rank.py, and the comparison with a reference per MPI.  The whole suite, 2 and 4 ranks
-and the mixed pair: docs/PRELOAD-MPI4PY.md, "Grid mode"."""
+mpi4py_rank.py, and the comparison with a reference per MPI.  Then the CI subset for grid mode
+(`--subset grid-ci`): 2 ranks, one per site, 2 trunks, each built MPI, the same outcomes as
+the plain run of the same tests.  The whole suite, 2 and 4 ranks and the mixed pair:
+docs/PRELOAD-MPI4PY.md, "Grid mode"."""
 
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import BUILT_MPIS, REPO_ROOT
 from multilane import mpi4py_grid as mg
 from multilane import mpi4py_rank
 from multilane import mpi4py_suite as suite
+from multilane.external import preload_path
 
 TRACEBACK = """Traceback (most recent call last):
   File "/x/test/test_cco_buf_inter.py", line 53, in setUp
@@ -221,3 +224,51 @@ def test_refusal_lines_counted_per_call_and_site(tmp_path: Path) -> None:
     mg.read_log(run, log, ["a", "b"])
     assert run.refusals == {"MPI_Intercomm_create": {"a": 1, "b": 1}, "MPI_Comm_spawn": {"b": 1}}
     assert run.stats == {"relayed_send_msgs": 3} and run.stats_ranks == 1
+
+
+# --- the CI subset of grid mode, for real --------------------------------------------------
+
+GRID_CI_TIMEOUT_S = 240.0
+GRID_CI_TEST_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def sdist() -> Path:
+    try:
+        return suite.ensure_sdist(REPO_ROOT, print)
+    except suite.SdistUnavailable as exc:
+        pytest.skip(f"the mpi4py {suite.MPI4PY_VERSION} sdist cannot be had here: {exc}")
+
+
+MIXED = [f"a={a},b={b}" for a, b in (("openmpi", "mpich"),) if {a, b} <= set(BUILT_MPIS)]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("mpi", [*BUILT_MPIS, *MIXED])
+def test_grid_ci_subset_same_as_one_site(mpi: str, sdist: Path, tmp_path: Path) -> None:
+    del sdist
+    spec = mg.GridSpec(mpi, 2, 2, tuple(suite.main_options(*suite.SUBSETS["grid-ci"])))
+    mpis = sorted(set(spec.rank_mpis()))
+    for m in mpis:
+        for needed in (preload_path(REPO_ROOT, m), REPO_ROOT / "build" / m / "bin" / "mln-gateway"):
+            if not needed.exists():
+                pytest.skip(f"{needed.relative_to(REPO_ROOT)} is not built: make build")
+        suite.ensure_build(REPO_ROOT, m, print)  # minutes the first time; a failure fails
+    limits = mg.Limits(GRID_CI_TIMEOUT_S, GRID_CI_TEST_TIMEOUT_S)
+    refs = {
+        m: mg.run_reference(
+            REPO_ROOT, mg.ReferenceSpec(m, 2, spec.options), tmp_path, limits, print
+        )
+        for m in mpis
+    }
+    left_out = mg.one_mpi_skips(list(refs.values()))
+    run = mg.run_grid(REPO_ROOT, spec, tmp_path, limits, print, left_out=left_out)
+    report = "\n".join([*(r.summary() for r in refs.values()), run.summary()])
+    diffs = mg.compare_grid(refs, run)
+    assert not diffs, "\n".join([*(d.line() for d in diffs[:20]), report])
+    assert all(r.complete() for r in refs.values()), report
+    assert run.complete() and len(run.parts) == 1, report  # no crash, no hang
+    assert left_out == [] and run.counts()["pass"] >= 300, report  # the subset ran, all of it
+    assert run.refusals == {}, report
+    assert run.stats_ranks == 2 and run.stats["relayed_send_bytes"] > 0, report  # across sites
