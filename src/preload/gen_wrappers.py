@@ -38,22 +38,60 @@ HEADER = """/*
 
 @dataclass(frozen=True)
 class Binding:
-    """One C binding of the standard: name ('Send', 'Send_c'), return type, parameters."""
+    """One C binding of the standard: name ('Send', 'Send_c'), return type, parameters; or of
+    an extension both MPIs name MPIX_ (family 'MPIX': ULFM's, EXTENSIONS below)."""
 
     name: str
     ret: str
     params: tuple[tuple[str, str], ...]  # (declaration, argument name)
+    family: str = "MPI"
+
+    @property
+    def cname(self) -> str:
+        """The C name: MPI_Send, MPIX_Comm_agree."""
+        return f"{self.family}_{self.name}"
+
+    @property
+    def member(self) -> str:
+        """Its entry in the table mln_pmpi (and its MLN_PL_HAVE_ name): Send, X_Comm_agree."""
+        return self.name if self.family == "MPI" else f"X_{self.name}"
 
     def decl(self, prefix: str) -> str:
         plist = ", ".join(p for p, _ in self.params) or "void"
+        if prefix in ("MPI_", "PMPI_"):
+            return f"{self.ret} {prefix[:-4]}{self.cname}({plist})"
         return f"{self.ret} {prefix}{self.name}({plist})"
 
     def args(self) -> str:
         return ", ".join(a for _, a in self.params)
 
 
+# Extensions that take a communicator and that the standard's API data does not hold: ULFM's
+# (Open MPI 5 and MPICH both name them MPIX_).  On a communicator that spans sites they are
+# refused like every other function the grid cannot run (guards, where mpi.h declares them).
+EXTENSIONS = {
+    "X_Comm_revoke": (("MPI_Comm comm", "comm"),),
+    "X_Comm_is_revoked": (("MPI_Comm comm", "comm"), ("int* flag", "flag")),
+    "X_Comm_shrink": (("MPI_Comm comm", "comm"), ("MPI_Comm* newcomm", "newcomm")),
+    "X_Comm_agree": (("MPI_Comm comm", "comm"), ("int* flag", "flag")),
+    "X_Comm_iagree": (
+        ("MPI_Comm comm", "comm"), ("int* flag", "flag"), ("MPI_Request* request", "request")
+    ),
+    "X_Comm_failure_ack": (("MPI_Comm comm", "comm"),),
+    "X_Comm_failure_get_acked": (("MPI_Comm comm", "comm"), ("MPI_Group* failedgrp", "failedgrp")),
+    "X_Comm_get_failed": (("MPI_Comm comm", "comm"), ("MPI_Group* failedgrp", "failedgrp")),
+    "X_Comm_ack_failed": (
+        ("MPI_Comm comm", "comm"), ("int num_to_ack", "num_to_ack"), ("int* num_acked", "num_acked")
+    ),
+}
+
+
 def binding(proc_name: str, big: bool = False) -> Binding | None:
-    """The standard's C binding of MPI_<proc_name> (its large-count form if big), or None."""
+    """The standard's C binding of MPI_<proc_name> (its large-count form if big), or None;
+    X_<name>: the extension MPIX_<name> (EXTENSIONS)."""
+    if proc_name in EXTENSIONS:
+        ext = EXTENSIONS[proc_name]
+        return None if big else Binding(proc_name[2:], "int", ext, family="MPIX")
     proc = std.PROCEDURES.get("mpi_" + proc_name.lower())
     if proc is None:
         return None
@@ -162,6 +200,7 @@ def grid_guards(specs: list[Spec]) -> list[Spec]:
         if b is None or b.name in named or b.name.endswith("_c") or not comm_params(b):
             continue
         guards.append(Spec("guard", b.name, have=True))
+    guards.extend(Spec("guard", name, have=True) for name in EXTENSIONS if name not in named)
     return guards
 
 
@@ -176,8 +215,8 @@ def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool, bool]]:
 
     def add(name: str, big: bool, mpi4: bool, have: bool) -> None:
         b = binding(name, big)
-        if b is not None and b.name not in seen:
-            seen[b.name] = (b, big, mpi4, have)
+        if b is not None and b.member not in seen:
+            seen[b.member] = (b, big, mpi4, have)
 
     for spec in specs:
         if spec.kind == "local":
@@ -195,7 +234,7 @@ def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool, bool]]:
 
 
 def entry_guard(b: Binding, big: bool, mpi4: bool, have: bool, text: str) -> str:
-    return guard(big, text, mpi4, b.name if have else "")
+    return guard(big, text, mpi4, b.member if have else "")
 
 
 def guard(big: bool, text: str, mpi4: bool = False, have: str = "") -> str:
@@ -208,7 +247,9 @@ def guard(big: bool, text: str, mpi4: bool = False, have: str = "") -> str:
 def gen_header(specs: list[Spec]) -> str:
     out = [HEADER.format(name="wrappers_gen.h", version=std.__version__)]
     out.append(
-        "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n#include <stddef.h>\n#include <stdint.h>\n\n"
+        "#ifndef MLN_WRAPPERS_GEN_H\n#define MLN_WRAPPERS_GEN_H\n\n#include <mpi.h>\n#include <stddef.h>\n#include <stdint.h>\n"
+        "/* Open MPI declares its extensions (ULFM's MPIX_) apart. */\n"
+        "#if defined(__has_include)\n#if __has_include(<mpi-ext.h>)\n#include <mpi-ext.h>\n#endif\n#endif\n\n"
         "/* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */\n"
         "#if defined(MPI_VERSION) && MPI_VERSION >= 4\n#define MLN_PL_BIGCOUNT 1\n#else\n"
         "#define MLN_PL_BIGCOUNT 0\n#endif\n"
@@ -225,7 +266,7 @@ def gen_header(specs: list[Spec]) -> str:
         "struct mln_pmpi_table {\n"
     )
     for b, big, mpi4, have in table_entries(specs):
-        out.append(entry_guard(b, big, mpi4, have, f"    __typeof__(PMPI_{b.name}) *{b.name};\n"))
+        out.append(entry_guard(b, big, mpi4, have, f"    __typeof__(P{b.cname}) *{b.member};\n"))
     out.append("};\nextern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;\n\n")
     out.append(
         "/* Resolves every entry; the names of those not found are written to missing\n"
@@ -294,7 +335,7 @@ def gen_header(specs: list[Spec]) -> str:
         for big in (False, True):
             b = binding(spec.name, big)
             if b is not None:
-                text = f"#define MPI_{b.name} (*mln_pmpi.{b.name})\n"
+                text = f"#define {b.cname} (*mln_pmpi.{b.member})\n"
                 out.append(entry_guard(b, big, spec.mpi4, spec.have, text))
     out.append("#endif /* MLN_PMPI_REDIRECT */\n\n#endif /* MLN_WRAPPERS_GEN_H */\n")
     return "".join(out)
@@ -320,7 +361,7 @@ def grid_check(b: Binding, spec: Spec) -> str:
     act = (
         f"mln_pl_grid_{spec.name}({grid_args(b)})"
         if spec.grid
-        else f'mln_pl_grid_refuse("MPI_{b.name}", {on_world})'
+        else f'mln_pl_grid_refuse("{b.cname}", {on_world})'
     )
     return f"    if ({cond})\n        return {act};\n"
 
@@ -335,10 +376,10 @@ def wrapper(b: Binding, body: str, p2p: bool = False, check: str = "", grid: boo
         cond = "!mln_pl_p2p || " + cond
     if grid:
         cond = "!mln_pl_grid_on || " + cond
-    inside = f"    if ({cond})\n        return mln_pmpi.{b.name}({b.args()});\n"
+    inside = f"    if ({cond})\n        return mln_pmpi.{b.member}({b.args()});\n"
     return (
         f"{b.decl('MPI_')}\n{{\n{inside}{check}{body}}}\n"
-        f"{b.decl('PMPI_')} __attribute__((alias(\"MPI_{b.name}\")));\n\n"
+        f"{b.decl('PMPI_')} __attribute__((alias(\"{b.cname}\")));\n\n"
     )
 
 
@@ -357,7 +398,7 @@ def gen_source(specs: list[Spec]) -> str:
             if spec.kind in ("impl", "p2p", "grid"):
                 body = f"    return mln_pl_{spec.name}({b.args()});\n"
             elif spec.kind in ("guard", "nogrid", "real", "coll"):
-                body = f"    return mln_pmpi.{b.name}({b.args()});\n"
+                body = f"    return mln_pmpi.{b.member}({b.args()});\n"
             elif spec.kind == "born":
                 out_comm = [n for t, n in b.params if t.startswith("MPI_Comm*")]
                 assert len(out_comm) == 1, spec.name
@@ -387,7 +428,7 @@ def gen_source(specs: list[Spec]) -> str:
         "static const struct {\n    const char *name;\n    size_t offset;\n} mln_pmpi_names[] = {\n"
     )
     for b, big, mpi4, have in table_entries(specs):
-        entry = f'    {{"PMPI_{b.name}", offsetof(struct mln_pmpi_table, {b.name})}},\n'
+        entry = f'    {{"P{b.cname}", offsetof(struct mln_pmpi_table, {b.member})}},\n'
         out.append(entry_guard(b, big, mpi4, have, entry))
     out.append(
         "};\n\nint mln_pmpi_resolve(void *(*lookup)(const char *name), char *missing, size_t len)\n"

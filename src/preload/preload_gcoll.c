@@ -210,13 +210,13 @@ static int gc_ready(gcoll_t *o)
         if (rc == MPI_SUCCESS && !flag)
             ready = 0;
     }
-    if (o->nlreqs > 0) {
-        int flag = 0, rc = mln_pmpi.Testall(o->nlreqs, o->lreqs, &flag, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < o->nlreqs; i++) { /* MPI's point-to-point of this step */
+        int flag = 1, rc = MPI_SUCCESS;
+        if (o->lreqs[i] != MPI_REQUEST_NULL)
+            rc = mln_pmpi.Test(&o->lreqs[i], &flag, MPI_STATUS_IGNORE);
         gc_local(o, rc);
         if (rc == MPI_SUCCESS && !flag)
             ready = 0;
-        if (flag)
-            o->nlreqs = 0;
     }
     for (int i = 0; i < o->nsends; i++) {
         mln_status_t st = MLN_OK;
@@ -264,6 +264,11 @@ static int gc_ready(gcoll_t *o)
 
 static void gc_free(gcoll_t *o)
 {
+    if (o->lreq != MPI_REQUEST_NULL) /* a failed step: the site's requests are left to MPI */
+        mln_pmpi.Request_free(&o->lreq);
+    for (int i = 0; i < o->nlreqs; i++) /* (the array is scratch: freed below) */
+        if (o->lreqs[i] != MPI_REQUEST_NULL)
+            mln_pmpi.Request_free(&o->lreqs[i]);
     for (int i = 0; i < 2; i++)
         if (o->held[i] != MPI_DATATYPE_NULL)
             MPI_Type_free(&o->held[i]);
@@ -272,11 +277,6 @@ static void gc_free(gcoll_t *o)
             mln_relay_msg_free(o->recvs[i].m);
     for (int i = 0; i < o->nmem; i++)
         free(o->mem[i]);
-    if (o->lreq != MPI_REQUEST_NULL) /* a failed step: the site's request is left to MPI */
-        mln_pmpi.Request_free(&o->lreq);
-    for (int i = 0; i < o->nlreqs; i++)
-        if (o->lreqs[i] != MPI_REQUEST_NULL)
-            mln_pmpi.Request_free(&o->lreqs[i]);
     free(o->mem);
     free(o->sends);
     free(o->recvs);

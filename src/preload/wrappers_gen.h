@@ -9,6 +9,12 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+/* Open MPI declares its extensions (ULFM's MPIX_) apart. */
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 
 /* The MPI-4 large-count (_c) forms: MPICH 4 and later have them, Open MPI 5.0 not. */
 #if defined(MPI_VERSION) && MPI_VERSION >= 4
@@ -573,6 +579,33 @@ struct mln_pmpi_table {
 #endif
 #if defined(MLN_PL_HAVE_Win_create_dynamic)
     __typeof__(PMPI_Win_create_dynamic) *Win_create_dynamic;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_revoke)
+    __typeof__(PMPIX_Comm_revoke) *X_Comm_revoke;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+    __typeof__(PMPIX_Comm_is_revoked) *X_Comm_is_revoked;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+    __typeof__(PMPIX_Comm_shrink) *X_Comm_shrink;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+    __typeof__(PMPIX_Comm_agree) *X_Comm_agree;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_iagree)
+    __typeof__(PMPIX_Comm_iagree) *X_Comm_iagree;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+    __typeof__(PMPIX_Comm_failure_ack) *X_Comm_failure_ack;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+    __typeof__(PMPIX_Comm_failure_get_acked) *X_Comm_failure_get_acked;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+    __typeof__(PMPIX_Comm_get_failed) *X_Comm_get_failed;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+    __typeof__(PMPIX_Comm_ack_failed) *X_Comm_ack_failed;
 #endif
 };
 extern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;
@@ -1463,6 +1496,33 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #endif
 #if defined(MLN_PL_HAVE_Win_create_dynamic)
 #define MPI_Win_create_dynamic (*mln_pmpi.Win_create_dynamic)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_revoke)
+#define MPIX_Comm_revoke (*mln_pmpi.X_Comm_revoke)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+#define MPIX_Comm_is_revoked (*mln_pmpi.X_Comm_is_revoked)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+#define MPIX_Comm_shrink (*mln_pmpi.X_Comm_shrink)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+#define MPIX_Comm_agree (*mln_pmpi.X_Comm_agree)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_iagree)
+#define MPIX_Comm_iagree (*mln_pmpi.X_Comm_iagree)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+#define MPIX_Comm_failure_ack (*mln_pmpi.X_Comm_failure_ack)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+#define MPIX_Comm_failure_get_acked (*mln_pmpi.X_Comm_failure_get_acked)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+#define MPIX_Comm_get_failed (*mln_pmpi.X_Comm_get_failed)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+#define MPIX_Comm_ack_failed (*mln_pmpi.X_Comm_ack_failed)
 #endif
 #endif /* MLN_PMPI_REDIRECT */
 
