@@ -568,6 +568,12 @@ def compare_grid(references: Mapping[str, suite.SuiteRun], run: GridSuiteRun) ->
     return [Difference(k[0], tuple(r), *k[1:]) for k, r in sorted(per_test.items())]
 
 
+def differing(diffs: Sequence[Difference]) -> str:
+    """'N tests' (a test that differs in two ways, e.g. on the ranks of two MPIs, counts once)."""
+    tests = len({d.test for d in diffs})
+    return f"{tests} tests" + (f" ({len(diffs)} ways)" if len(diffs) != tests else "")
+
+
 def by_cause(diffs: Sequence[Difference]) -> list[tuple[str, int]]:
     """How many differing tests each (outcomes, call, message) accounts for, most first."""
     causes: Counter[str] = Counter()
@@ -608,7 +614,7 @@ def report(
     libraries = sorted({x for r in runs for x in r.libraries})
     lines += ["", "layer: " + "; ".join(libraries)] if libraries else []
     for run, diffs in comparisons:
-        verdict = "SAME" if not diffs and not run.unfinished else f"{len(diffs)} tests DIFFER"
+        verdict = "SAME" if not diffs and not run.unfinished else f"{differing(diffs)} DIFFER"
         lines += ["", f"== {run.label}: {verdict} (reference: plain, one site, same ranks)"]
         lines.append("  " + run.summary().replace("\n", "\n  "))
         if run.refusals:
@@ -640,6 +646,7 @@ def report(
             {
                 "grid": run.label,
                 "same": not diffs and not run.unfinished,
+                "differing_tests": len({d.test for d in diffs}),
                 "counts": {str(r): c for r, c in counts_rows(run)},
                 "differences": [d.__dict__ | {"ranks": list(d.ranks)} for d in diffs],
                 "causes": by_cause(diffs),
@@ -702,7 +709,10 @@ def main_grid(root: Path, args: argparse.Namespace, options: Sequence[str], say:
                 diffs = compare_grid(references, run)
                 comparisons.append((run, diffs))
                 same = not diffs and not run.unfinished
-                say(f"mpi4py-grid: {run.label}: " + ("SAME" if same else f"{len(diffs)} differ"))
+                say(
+                    f"mpi4py-grid: {run.label}: "
+                    + ("SAME" if same else differing(diffs) + " differ")
+                )
     lines, doc = report(out, options, runs, comparisons)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     (out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -198,6 +198,8 @@ def test_each_rank_is_compared_with_the_reference_of_its_mpi(tmp_path: Path) -> 
     assert causes[0][1] == 1 and "[Create_intercomm]" in causes[0][0]
     lines, doc = mg.report(tmp_path, ["-v"], [ompi, mpich, other], [(other, diffs)])
     assert any("2 tests DIFFER" in line for line in lines)
+    twice = [diffs[0], mg.Difference("t.a", (1,), "pass", "error", "another message", "")]
+    assert mg.differing(twice) == "1 tests (2 ways)"
     assert doc["comparisons"][0]["counts"].keys() == {"0", "1"}  # type: ignore[index]
 
 
