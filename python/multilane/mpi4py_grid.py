@@ -584,6 +584,21 @@ def by_cause(diffs: Sequence[Difference]) -> list[tuple[str, int]]:
     return causes.most_common()
 
 
+def by_module(diffs: Sequence[Difference]) -> dict[str, dict[str, int]]:
+    """Per test module, how many of its tests differ, by the grid run's outcome (a test counted
+    once, by its first way)."""
+    found: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
+    for d in diffs:
+        if d.test in seen:
+            continue
+        seen.add(d.test)
+        module = re.sub(r"^setUpClass \(", "", d.test).split(".")[0]
+        per = found.setdefault(module, {})
+        per[d.grid] = per.get(d.grid, 0) + 1
+    return dict(sorted(found.items()))
+
+
 # --- report --------------------------------------------------------------------------------
 
 
@@ -628,6 +643,10 @@ def report(
             )
             lines += [f"    {t}" for t in run.left_out]
         if diffs:
+            lines.append("  differing tests by module (the grid run's outcome):")
+            for module, per in by_module(diffs).items():
+                outcomes = ", ".join(f"{k} {n}" for k, n in sorted(per.items()))
+                lines.append(f"    {module:<24} {sum(per.values()):>4}  {outcomes}")
             lines.append("  differences by cause (tests):")
             lines += [f"    {n:>4}  {cause}" for cause, n in by_cause(diffs)]
             lines.append("  differing tests:")
@@ -650,6 +669,7 @@ def report(
                 "counts": {str(r): c for r, c in counts_rows(run)},
                 "differences": [d.__dict__ | {"ranks": list(d.ranks)} for d in diffs],
                 "causes": by_cause(diffs),
+                "modules": by_module(diffs),
             }
             for run, diffs in comparisons
         ],

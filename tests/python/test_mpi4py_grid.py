@@ -200,6 +200,7 @@ def test_each_rank_is_compared_with_the_reference_of_its_mpi(tmp_path: Path) -> 
     assert any("2 tests DIFFER" in line for line in lines)
     twice = [diffs[0], mg.Difference("t.a", (1,), "pass", "error", "another message", "")]
     assert mg.differing(twice) == "1 tests (2 ways)"
+    assert mg.by_module([*diffs, twice[1]]) == {"t": {"error": 1, "missing": 1}}
     assert doc["comparisons"][0]["counts"].keys() == {"0", "1"}  # type: ignore[index]
 
 
