@@ -7,9 +7,14 @@
 #   scripts/mpi4py-suite.sh                              # full suite, both MPIs, np 2, local
 #   scripts/mpi4py-suite.sh --mpi mpich --np 2,4 --subset ci
 #   scripts/mpi4py-suite.sh --scenario scenarios/wan-2site.toml --np 2,4   # on the test bed
+#   scripts/mpi4py-suite.sh --grid --mpi openmpi,mpich,a=openmpi,b=mpich --np 2,4
+#                            # across two sites under `multilane grid run --local`, beside one
+#                            # plain job (python/multilane/mpi4py_grid.py)
 #
 # Exit 0: every comparison the same and the layer did something; 1: a test differs, a run
-# did not finish, or the layer neither striped nor broadcast; 2: set-up failed.
+# did not finish, or the layer neither striped nor broadcast; 2: set-up failed.  With --grid:
+# 0 when every grid run has the plain run's outcomes, 1 when a test differs or a run did not
+# finish.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 python=$root/.venv/bin/python
