@@ -467,8 +467,8 @@ int mln_pl_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
     mln_pl_gcomm_t *a = mln_pl_gcomm(comm1), *b = mln_pl_gcomm(comm2);
     int same = 1;
 
-    if (a == NULL && b == NULL)
-        return mln_pmpi.Comm_compare(comm1, comm2, result);
+    if ((a == NULL && b == NULL) || comm1 == MPI_COMM_NULL || comm2 == MPI_COMM_NULL)
+        return mln_pmpi.Comm_compare(comm1, comm2, result); /* MPI's own error for NULL */
     if (a == NULL || b == NULL || a->size != b->size) { /* a site's own spans no other */
         *result = MPI_UNEQUAL;
         return MPI_SUCCESS;

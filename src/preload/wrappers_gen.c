@@ -3154,6 +3154,19 @@ int PMPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader,
     __attribute__((alias("MPI_Intercomm_create_from_groups")));
 
 #endif
+#if defined(MLN_PL_HAVE_Session_init)
+int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.Session_init(info, errhandler, session);
+    if (mln_pl_grid_on)
+        return mln_pl_grid_refuse("MPI_Session_init", 0);
+    return mln_pmpi.Session_init(info, errhandler, session);
+}
+int PMPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session)
+    __attribute__((alias("MPI_Session_init")));
+
+#endif
 #if defined(MLN_PL_HAVE_Allgather_init)
 int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
@@ -4690,6 +4703,9 @@ static const struct {
 #if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
     {"PMPI_Intercomm_create_from_groups",
      offsetof(struct mln_pmpi_table, Intercomm_create_from_groups)},
+#endif
+#if defined(MLN_PL_HAVE_Session_init)
+    {"PMPI_Session_init", offsetof(struct mln_pmpi_table, Session_init)},
 #endif
 #if defined(MLN_PL_HAVE_Allgather_init)
     {"PMPI_Allgather_init", offsetof(struct mln_pmpi_table, Allgather_init)},

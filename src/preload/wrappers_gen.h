@@ -394,6 +394,9 @@ struct mln_pmpi_table {
 #if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
     __typeof__(PMPI_Intercomm_create_from_groups) *Intercomm_create_from_groups;
 #endif
+#if defined(MLN_PL_HAVE_Session_init)
+    __typeof__(PMPI_Session_init) *Session_init;
+#endif
 #if defined(MLN_PL_HAVE_Allgather_init)
     __typeof__(PMPI_Allgather_init) *Allgather_init;
 #endif
@@ -1310,6 +1313,9 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #endif
 #if defined(MLN_PL_HAVE_Intercomm_create_from_groups)
 #define MPI_Intercomm_create_from_groups (*mln_pmpi.Intercomm_create_from_groups)
+#endif
+#if defined(MLN_PL_HAVE_Session_init)
+#define MPI_Session_init (*mln_pmpi.Session_init)
 #endif
 #if defined(MLN_PL_HAVE_Allgather_init)
 #define MPI_Allgather_init (*mln_pmpi.Allgather_init)
