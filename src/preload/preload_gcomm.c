@@ -469,7 +469,7 @@ int mln_pl_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
 
     if ((a == NULL && b == NULL) || comm1 == MPI_COMM_NULL || comm2 == MPI_COMM_NULL)
         return mln_pmpi.Comm_compare(comm1, comm2, result); /* MPI's own error for NULL */
-    if (a == NULL || b == NULL || a->size != b->size) { /* a site's own spans no other */
+    if (a == NULL || b == NULL || a->size != b->size) {     /* a site's own spans no other */
         *result = MPI_UNEQUAL;
         return MPI_SUCCESS;
     }
