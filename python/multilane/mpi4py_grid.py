@@ -704,6 +704,12 @@ def main_grid(root: Path, args: argparse.Namespace, options: Sequence[str], say:
     say(f"mpi4py-grid: mpi4py {suite.MPI4PY_VERSION}, test/main.py {' '.join(options)}; {out}")
     runs: list[GridSuiteRun] = []
     comparisons: list[tuple[GridSuiteRun, list[Difference]]] = []
+
+    def write_summary() -> None:  # after every run: a batch stopped midway keeps what it did
+        lines, doc = report(out, options, runs, comparisons)
+        (out / "summary.txt").write_text("\n".join(lines) + "\n")
+        (out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
+
     for np in args.np:
         specs = [GridSpec(m, np, args.trunks, tuple(options), env) for m in args.mpi]
         references: dict[str, GridSuiteRun] = {}
@@ -714,6 +720,7 @@ def main_grid(root: Path, args: argparse.Namespace, options: Sequence[str], say:
                 say("mpi4py-grid: " + ref.summary())
                 references[mpi] = ref
                 runs.append(ref)
+                write_summary()
         if "grid" not in modes:
             continue
         for spec in specs:
@@ -733,9 +740,8 @@ def main_grid(root: Path, args: argparse.Namespace, options: Sequence[str], say:
                     f"mpi4py-grid: {run.label}: "
                     + ("SAME" if same else differing(diffs) + " differ")
                 )
-    lines, doc = report(out, options, runs, comparisons)
-    (out / "summary.txt").write_text("\n".join(lines) + "\n")
-    (out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
+            write_summary()
+    write_summary()
     say(f"mpi4py-grid: {out / 'summary.txt'}")
     unfinished = [r for r in runs if r.unfinished]
     differ = [run for run, diffs in comparisons if diffs]
