@@ -698,8 +698,8 @@ def main_grid(root: Path, args: argparse.Namespace, options: Sequence[str], say:
     extra: list[str] = list(args.env)
     env = {k: v for k, _, v in (item.partition("=") for item in extra)}
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = args.out or paths.default_results_dir(root) / f"{stamp}-mpi4py-grid"
-    out.mkdir(parents=True, exist_ok=True)
+    out = (args.out or paths.default_results_dir(root) / f"{stamp}-mpi4py-grid").resolve()
+    out.mkdir(parents=True, exist_ok=True)  # absolute: the ranks and launchers start elsewhere
     limits = Limits(args.timeout, args.test_timeout)
     say(f"mpi4py-grid: mpi4py {suite.MPI4PY_VERSION}, test/main.py {' '.join(options)}; {out}")
     runs: list[GridSuiteRun] = []
