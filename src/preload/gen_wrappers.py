@@ -110,7 +110,7 @@ def binding(proc_name: str, big: bool = False) -> Binding | None:
     return Binding(name=name, ret=str(iso_c.return_type or "int"), params=params)
 
 
-KINDS = ("impl", "p2p", "grid", "poll", "flush", "born", "real", "local", "nogrid", "coll")
+KINDS = ("impl", "p2p", "grid", "poll", "flush", "born", "real", "local", "nogrid", "coll", "ext")
 
 
 @dataclass
@@ -145,8 +145,8 @@ def read_spec(path: Path) -> list[Spec]:
                 parts[0],
                 parts[1],
                 mpi4=parts[2:] == ["mpi4"],
-                grid=parts[2:] == ["grid"] or parts[0] == "coll",
-                have=parts[0] in ("nogrid", "coll"),
+                grid=parts[2:] == ["grid"] or parts[0] in ("coll", "ext"),
+                have=parts[0] in ("nogrid", "coll", "ext"),
             )
         )
     return specs
@@ -221,7 +221,7 @@ def table_entries(specs: list[Spec]) -> list[tuple[Binding, bool, bool, bool]]:
     for spec in specs:
         if spec.kind == "local":
             continue
-        if spec.kind == "coll":  # the table's entry is what its guard calls
+        if spec.kind in ("coll", "ext"):  # the table's entry is what its guard calls
             add(spec.name, False, False, True)
             add(spec.name, True, False, True)
             continue
@@ -351,7 +351,7 @@ def grid_check(b: Binding, spec: Spec) -> str:
     """The grid guard of a wrapper: on the grid world (any input communicator, or always for
     `nogrid` and for constructors from groups), the refusal or the grid body."""
     comms = comm_params(b)
-    if spec.kind not in ("poll", "born", "real", "guard", "nogrid", "coll"):
+    if spec.kind not in ("poll", "born", "real", "guard", "nogrid", "coll", "ext"):
         return ""
     assert b.ret == "int", b.name
     cond = "mln_pl_grid_on"
@@ -397,7 +397,7 @@ def gen_source(specs: list[Spec]) -> str:
                 continue
             if spec.kind in ("impl", "p2p", "grid"):
                 body = f"    return mln_pl_{spec.name}({b.args()});\n"
-            elif spec.kind in ("guard", "nogrid", "real", "coll"):
+            elif spec.kind in ("guard", "nogrid", "real", "coll", "ext"):
                 body = f"    return mln_pmpi.{b.member}({b.args()});\n"
             elif spec.kind == "born":
                 out_comm = [n for t, n in b.params if t.startswith("MPI_Comm*")]

@@ -509,3 +509,75 @@ int mln_pl_Comm_rank(MPI_Comm comm, int *rank)
     *rank = c->rank;
     return MPI_SUCCESS;
 }
+
+/* ULFM (MPIX_) on a communicator that spans sites.  No process failure is survivable across
+ * the grid (a lost site or gateway ends the run), so the failed set is always empty: agreement
+ * is the bitwise AND of every rank's flag, shrinking is duplicating, nothing is revoked (the
+ * guards refuse MPIX_Comm_revoke, and MPIX_Comm_iagree: it may overlap the communicator's
+ * collectives in any order, which ordered grid collectives cannot).  A communicator inside a site
+ * keeps its MPI's own ULFM. */
+/* An empty group the caller frees (Open MPI counts references to MPI_GROUP_EMPTY: a bare
+ * MPI_GROUP_EMPTY handed out would be freed once too often). */
+static inline int empty_group(MPI_Group *group)
+{
+    return mln_pmpi.Group_incl(MPI_GROUP_EMPTY, 0, NULL, group);
+}
+
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+int mln_pl_grid_X_Comm_agree(MPI_Comm comm, int *flag)
+{
+    int mine = *flag;
+
+    return mln_pl_grid_Allreduce(&mine, flag, 1, MPI_INT, MPI_BAND, comm);
+}
+#endif
+
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+int mln_pl_grid_X_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    return gcomm_make(comm, 0, mln_pl_gcomm(comm)->rank, make_dup, NULL, newcomm);
+}
+#endif
+
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+int mln_pl_grid_X_Comm_is_revoked(MPI_Comm comm, int *flag)
+{
+    (void)comm;
+    *flag = 0;
+    return MPI_SUCCESS;
+}
+#endif
+
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+int mln_pl_grid_X_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp)
+{
+    (void)comm;
+    return empty_group(failedgrp);
+}
+#endif
+
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+int mln_pl_grid_X_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp)
+{
+    (void)comm;
+    return empty_group(failedgrp);
+}
+#endif
+
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+int mln_pl_grid_X_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked)
+{
+    (void)comm;
+    (void)num_to_ack;
+    *num_acked = 0;
+    return MPI_SUCCESS;
+}
+#endif
+
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+int mln_pl_grid_X_Comm_failure_ack(MPI_Comm comm)
+{
+    (void)comm;
+    return MPI_SUCCESS;
+}
+#endif

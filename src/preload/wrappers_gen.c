@@ -3167,6 +3167,93 @@ int PMPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *ses
     __attribute__((alias("MPI_Session_init")));
 
 #endif
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+int MPIX_Comm_agree(MPI_Comm comm, int *flag)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_agree(comm, flag);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_agree(comm, flag);
+    return mln_pmpi.X_Comm_agree(comm, flag);
+}
+int PMPIX_Comm_agree(MPI_Comm comm, int *flag) __attribute__((alias("MPIX_Comm_agree")));
+
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_shrink(comm, newcomm);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_shrink(comm, newcomm);
+    return mln_pmpi.X_Comm_shrink(comm, newcomm);
+}
+int PMPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm) __attribute__((alias("MPIX_Comm_shrink")));
+
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_is_revoked(comm, flag);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_is_revoked(comm, flag);
+    return mln_pmpi.X_Comm_is_revoked(comm, flag);
+}
+int PMPIX_Comm_is_revoked(MPI_Comm comm, int *flag) __attribute__((alias("MPIX_Comm_is_revoked")));
+
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_get_failed(comm, failedgrp);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_get_failed(comm, failedgrp);
+    return mln_pmpi.X_Comm_get_failed(comm, failedgrp);
+}
+int PMPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp)
+    __attribute__((alias("MPIX_Comm_get_failed")));
+
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+int MPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_ack_failed(comm, num_to_ack, num_acked);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_ack_failed(comm, num_to_ack, num_acked);
+    return mln_pmpi.X_Comm_ack_failed(comm, num_to_ack, num_acked);
+}
+int PMPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked)
+    __attribute__((alias("MPIX_Comm_ack_failed")));
+
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+int MPIX_Comm_failure_ack(MPI_Comm comm)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_failure_ack(comm);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_failure_ack(comm);
+    return mln_pmpi.X_Comm_failure_ack(comm);
+}
+int PMPIX_Comm_failure_ack(MPI_Comm comm) __attribute__((alias("MPIX_Comm_failure_ack")));
+
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp)
+{
+    if (mln_pl_from_mpi(__builtin_return_address(0)))
+        return mln_pmpi.X_Comm_failure_get_acked(comm, failedgrp);
+    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
+        return mln_pl_grid_X_Comm_failure_get_acked(comm, failedgrp);
+    return mln_pmpi.X_Comm_failure_get_acked(comm, failedgrp);
+}
+int PMPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp)
+    __attribute__((alias("MPIX_Comm_failure_get_acked")));
+
+#endif
 #if defined(MLN_PL_HAVE_Allgather_init)
 int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
@@ -4244,42 +4331,6 @@ int MPIX_Comm_revoke(MPI_Comm comm)
 int PMPIX_Comm_revoke(MPI_Comm comm) __attribute__((alias("MPIX_Comm_revoke")));
 
 #endif
-#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
-int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_is_revoked(comm, flag);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_is_revoked", 1);
-    return mln_pmpi.X_Comm_is_revoked(comm, flag);
-}
-int PMPIX_Comm_is_revoked(MPI_Comm comm, int *flag) __attribute__((alias("MPIX_Comm_is_revoked")));
-
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_shrink)
-int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_shrink(comm, newcomm);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_shrink", 1);
-    return mln_pmpi.X_Comm_shrink(comm, newcomm);
-}
-int PMPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm) __attribute__((alias("MPIX_Comm_shrink")));
-
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_agree)
-int MPIX_Comm_agree(MPI_Comm comm, int *flag)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_agree(comm, flag);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_agree", 1);
-    return mln_pmpi.X_Comm_agree(comm, flag);
-}
-int PMPIX_Comm_agree(MPI_Comm comm, int *flag) __attribute__((alias("MPIX_Comm_agree")));
-
-#endif
 #if defined(MLN_PL_HAVE_X_Comm_iagree)
 int MPIX_Comm_iagree(MPI_Comm comm, int *flag, MPI_Request *request)
 {
@@ -4291,57 +4342,6 @@ int MPIX_Comm_iagree(MPI_Comm comm, int *flag, MPI_Request *request)
 }
 int PMPIX_Comm_iagree(MPI_Comm comm, int *flag, MPI_Request *request)
     __attribute__((alias("MPIX_Comm_iagree")));
-
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
-int MPIX_Comm_failure_ack(MPI_Comm comm)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_failure_ack(comm);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_failure_ack", 1);
-    return mln_pmpi.X_Comm_failure_ack(comm);
-}
-int PMPIX_Comm_failure_ack(MPI_Comm comm) __attribute__((alias("MPIX_Comm_failure_ack")));
-
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
-int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_failure_get_acked(comm, failedgrp);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_failure_get_acked", 1);
-    return mln_pmpi.X_Comm_failure_get_acked(comm, failedgrp);
-}
-int PMPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp)
-    __attribute__((alias("MPIX_Comm_failure_get_acked")));
-
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_get_failed)
-int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_get_failed(comm, failedgrp);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_get_failed", 1);
-    return mln_pmpi.X_Comm_get_failed(comm, failedgrp);
-}
-int PMPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp)
-    __attribute__((alias("MPIX_Comm_get_failed")));
-
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
-int MPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked)
-{
-    if (mln_pl_from_mpi(__builtin_return_address(0)))
-        return mln_pmpi.X_Comm_ack_failed(comm, num_to_ack, num_acked);
-    if (mln_pl_grid_on && (mln_pl_grid_spans(comm)))
-        return mln_pl_grid_refuse("MPIX_Comm_ack_failed", 1);
-    return mln_pmpi.X_Comm_ack_failed(comm, num_to_ack, num_acked);
-}
-int PMPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked)
-    __attribute__((alias("MPIX_Comm_ack_failed")));
 
 #endif
 static const struct {
@@ -4707,6 +4707,27 @@ static const struct {
 #if defined(MLN_PL_HAVE_Session_init)
     {"PMPI_Session_init", offsetof(struct mln_pmpi_table, Session_init)},
 #endif
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+    {"PMPIX_Comm_agree", offsetof(struct mln_pmpi_table, X_Comm_agree)},
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+    {"PMPIX_Comm_shrink", offsetof(struct mln_pmpi_table, X_Comm_shrink)},
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+    {"PMPIX_Comm_is_revoked", offsetof(struct mln_pmpi_table, X_Comm_is_revoked)},
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+    {"PMPIX_Comm_get_failed", offsetof(struct mln_pmpi_table, X_Comm_get_failed)},
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+    {"PMPIX_Comm_ack_failed", offsetof(struct mln_pmpi_table, X_Comm_ack_failed)},
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+    {"PMPIX_Comm_failure_ack", offsetof(struct mln_pmpi_table, X_Comm_failure_ack)},
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+    {"PMPIX_Comm_failure_get_acked", offsetof(struct mln_pmpi_table, X_Comm_failure_get_acked)},
+#endif
 #if defined(MLN_PL_HAVE_Allgather_init)
     {"PMPI_Allgather_init", offsetof(struct mln_pmpi_table, Allgather_init)},
 #endif
@@ -4898,29 +4919,8 @@ static const struct {
 #if defined(MLN_PL_HAVE_X_Comm_revoke)
     {"PMPIX_Comm_revoke", offsetof(struct mln_pmpi_table, X_Comm_revoke)},
 #endif
-#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
-    {"PMPIX_Comm_is_revoked", offsetof(struct mln_pmpi_table, X_Comm_is_revoked)},
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_shrink)
-    {"PMPIX_Comm_shrink", offsetof(struct mln_pmpi_table, X_Comm_shrink)},
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_agree)
-    {"PMPIX_Comm_agree", offsetof(struct mln_pmpi_table, X_Comm_agree)},
-#endif
 #if defined(MLN_PL_HAVE_X_Comm_iagree)
     {"PMPIX_Comm_iagree", offsetof(struct mln_pmpi_table, X_Comm_iagree)},
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
-    {"PMPIX_Comm_failure_ack", offsetof(struct mln_pmpi_table, X_Comm_failure_ack)},
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
-    {"PMPIX_Comm_failure_get_acked", offsetof(struct mln_pmpi_table, X_Comm_failure_get_acked)},
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_get_failed)
-    {"PMPIX_Comm_get_failed", offsetof(struct mln_pmpi_table, X_Comm_get_failed)},
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
-    {"PMPIX_Comm_ack_failed", offsetof(struct mln_pmpi_table, X_Comm_ack_failed)},
 #endif
 };
 

@@ -397,6 +397,27 @@ struct mln_pmpi_table {
 #if defined(MLN_PL_HAVE_Session_init)
     __typeof__(PMPI_Session_init) *Session_init;
 #endif
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+    __typeof__(PMPIX_Comm_agree) *X_Comm_agree;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+    __typeof__(PMPIX_Comm_shrink) *X_Comm_shrink;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+    __typeof__(PMPIX_Comm_is_revoked) *X_Comm_is_revoked;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+    __typeof__(PMPIX_Comm_get_failed) *X_Comm_get_failed;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+    __typeof__(PMPIX_Comm_ack_failed) *X_Comm_ack_failed;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+    __typeof__(PMPIX_Comm_failure_ack) *X_Comm_failure_ack;
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+    __typeof__(PMPIX_Comm_failure_get_acked) *X_Comm_failure_get_acked;
+#endif
 #if defined(MLN_PL_HAVE_Allgather_init)
     __typeof__(PMPI_Allgather_init) *Allgather_init;
 #endif
@@ -586,29 +607,8 @@ struct mln_pmpi_table {
 #if defined(MLN_PL_HAVE_X_Comm_revoke)
     __typeof__(PMPIX_Comm_revoke) *X_Comm_revoke;
 #endif
-#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
-    __typeof__(PMPIX_Comm_is_revoked) *X_Comm_is_revoked;
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_shrink)
-    __typeof__(PMPIX_Comm_shrink) *X_Comm_shrink;
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_agree)
-    __typeof__(PMPIX_Comm_agree) *X_Comm_agree;
-#endif
 #if defined(MLN_PL_HAVE_X_Comm_iagree)
     __typeof__(PMPIX_Comm_iagree) *X_Comm_iagree;
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
-    __typeof__(PMPIX_Comm_failure_ack) *X_Comm_failure_ack;
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
-    __typeof__(PMPIX_Comm_failure_get_acked) *X_Comm_failure_get_acked;
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_get_failed)
-    __typeof__(PMPIX_Comm_get_failed) *X_Comm_get_failed;
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
-    __typeof__(PMPIX_Comm_ack_failed) *X_Comm_ack_failed;
 #endif
 };
 extern struct mln_pmpi_table mln_pmpi MLN_PL_HIDDEN;
@@ -895,6 +895,13 @@ int mln_pl_grid_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, cons
                                            const int sourceweights[], int outdegree,
                                            const int destinations[], const int destweights[],
                                            MPI_Info info, int reorder, MPI_Comm *comm_dist_graph);
+int mln_pl_grid_X_Comm_agree(MPI_Comm comm, int *flag);
+int mln_pl_grid_X_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);
+int mln_pl_grid_X_Comm_is_revoked(MPI_Comm comm, int *flag);
+int mln_pl_grid_X_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
+int mln_pl_grid_X_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked);
+int mln_pl_grid_X_Comm_failure_ack(MPI_Comm comm);
+int mln_pl_grid_X_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp);
 
 /* Poll wrappers (preload_req.c): the communicator a blocking collective on comm runs
  * on as its nonblocking twin (MPI_COMM_NULL: MPI's blocking call on comm itself), and
@@ -1317,6 +1324,27 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if defined(MLN_PL_HAVE_Session_init)
 #define MPI_Session_init (*mln_pmpi.Session_init)
 #endif
+#if defined(MLN_PL_HAVE_X_Comm_agree)
+#define MPIX_Comm_agree (*mln_pmpi.X_Comm_agree)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_shrink)
+#define MPIX_Comm_shrink (*mln_pmpi.X_Comm_shrink)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
+#define MPIX_Comm_is_revoked (*mln_pmpi.X_Comm_is_revoked)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_get_failed)
+#define MPIX_Comm_get_failed (*mln_pmpi.X_Comm_get_failed)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
+#define MPIX_Comm_ack_failed (*mln_pmpi.X_Comm_ack_failed)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
+#define MPIX_Comm_failure_ack (*mln_pmpi.X_Comm_failure_ack)
+#endif
+#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
+#define MPIX_Comm_failure_get_acked (*mln_pmpi.X_Comm_failure_get_acked)
+#endif
 #if defined(MLN_PL_HAVE_Allgather_init)
 #define MPI_Allgather_init (*mln_pmpi.Allgather_init)
 #endif
@@ -1506,29 +1534,8 @@ extern int mln_pl_p2p MLN_PL_HIDDEN;
 #if defined(MLN_PL_HAVE_X_Comm_revoke)
 #define MPIX_Comm_revoke (*mln_pmpi.X_Comm_revoke)
 #endif
-#if defined(MLN_PL_HAVE_X_Comm_is_revoked)
-#define MPIX_Comm_is_revoked (*mln_pmpi.X_Comm_is_revoked)
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_shrink)
-#define MPIX_Comm_shrink (*mln_pmpi.X_Comm_shrink)
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_agree)
-#define MPIX_Comm_agree (*mln_pmpi.X_Comm_agree)
-#endif
 #if defined(MLN_PL_HAVE_X_Comm_iagree)
 #define MPIX_Comm_iagree (*mln_pmpi.X_Comm_iagree)
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_ack)
-#define MPIX_Comm_failure_ack (*mln_pmpi.X_Comm_failure_ack)
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_failure_get_acked)
-#define MPIX_Comm_failure_get_acked (*mln_pmpi.X_Comm_failure_get_acked)
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_get_failed)
-#define MPIX_Comm_get_failed (*mln_pmpi.X_Comm_get_failed)
-#endif
-#if defined(MLN_PL_HAVE_X_Comm_ack_failed)
-#define MPIX_Comm_ack_failed (*mln_pmpi.X_Comm_ack_failed)
 #endif
 #endif /* MLN_PMPI_REDIRECT */
 

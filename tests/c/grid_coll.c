@@ -14,10 +14,16 @@
  * on every rank for a floating-point sum; Comm_compare, point-to-point on the split
  * communicator with its ranks in the statuses, Comm_free.
  *
+ * Open MPI's ULFM (MPIX_ERR_REVOKED; MPICH 5.0's MPIX_Comm_agree fails an assertion in a plain
+ * job): agreement, shrink and the failure queries with no failure, outside the digest.
+ *
  * Each check: rank 0 prints "ok NAME" or "FAIL NAME" (every failing rank says what), then
  * "digest HEX" over every result that MPI defines exactly; exit status 1 on any failure.
  */
 #include <mpi.h>
+#if defined(OPEN_MPI)
+#include <mpi-ext.h> /* ULFM's MPIX_ */
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -806,6 +812,50 @@ static void check_bottom_wtime(void)
     agree("MPI_BOTTOM and MPI_Wtime", before);
 }
 
+#if defined(OPEN_MPI) && defined(MPIX_ERR_REVOKED)
+#define HAVE_ULFM 1
+/* ULFM with no failed process: agree is the AND of every flag, shrink keeps every
+ * rank in its place, nothing failed, acknowledged or revoked. */
+static void check_ulfm(void)
+{
+    int before = fails, all = 0xff, flag = 0xff & ~(1 << (wrank % 8));
+    int n = -1, result = -1;
+    MPI_Comm comm, shrunk;
+    MPI_Group failed;
+
+    for (int r = 0; r < wsize; r++)
+        all &= ~(1 << (r % 8)); /* the bits no rank clears stay set */
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPIX_Comm_agree(comm, &flag);
+    if (flag != all)
+        BAD("MPIX_Comm_agree: %#x, expected %#x", flag, all);
+    MPIX_Comm_shrink(comm, &shrunk);
+    MPI_Comm_compare(comm, shrunk, &result);
+    if (result != MPI_CONGRUENT)
+        BAD("MPIX_Comm_shrink: compare %d, expected MPI_CONGRUENT", result);
+    MPI_Barrier(shrunk);
+    MPI_Comm_free(&shrunk);
+    MPIX_Comm_get_failed(comm, &failed);
+    MPI_Group_size(failed, &n);
+    if (n != 0)
+        BAD("MPIX_Comm_get_failed: %d failed", n);
+    MPI_Group_free(&failed);
+    MPIX_Comm_ack_failed(comm, wsize, &n);
+    if (n != 0)
+        BAD("MPIX_Comm_ack_failed: %d acknowledged", n);
+    MPIX_Comm_is_revoked(comm, &n);
+    if (n != 0)
+        BAD("MPIX_Comm_is_revoked: %d", n);
+    MPI_Comm_free(&comm);
+    agree("ULFM without failures", before);
+}
+#else
+#define HAVE_ULFM 0
+static void check_ulfm(void)
+{
+}
+#endif
+
 /* The neighbourhood collectives' blocks on topo: every rank sends its rank (allgather) and
  * rank * 100 + k to its k-th destination (alltoall, alltoallv with a gap, alltoallw); each
  * receives what its sources sent, in the order of the sources. */
@@ -1005,6 +1055,14 @@ int main(int argc, char **argv)
     check_split();
     check_groups();
     check_bottom_wtime();
+    {
+        /* every rank's binary must have it (sites of two MPIs run two builds of this file) */
+        int have = HAVE_ULFM, all_have = 0;
+
+        MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (all_have)
+            check_ulfm();
+    }
     check_topologies();
     {
         uint64_t *all = malloc((size_t)wsize * sizeof(uint64_t));
