@@ -280,6 +280,21 @@ def fault_line(outdir: Path) -> str:
     return ""
 
 
+def stall_lines(outdir: Path) -> list[str]:
+    """'rank R waits at test_x.py line N in f' for every rank whose rank-R.stall holds a
+    traceback (mpi4py_rank.py dumps one when a test runs past MLN_MPI4PY_STALL_S): the innermost
+    frame of the suite's own code in the last dump."""
+    found = []
+    for path in sorted(outdir.glob("rank-*.stall"), key=lambda p: int(p.stem.split("-", 1)[1])):
+        text = path.read_text(errors="replace")
+        dump = text[text.rfind("Timeout (") :] if "Timeout (" in text else text
+        where = re.search(r'File ".*/test/(test_\w+\.py)", line (\d+) in (\w+)', dump)
+        if where:
+            rank = path.stem.split("-", 1)[1]
+            found.append(f"rank {rank} waits at {where[1]} line {where[2]} in {where[3]}")
+    return found
+
+
 def part_failure(log: Path) -> str:
     """What the launcher said when the part ended: the grid's failure line, else the last line
     that names a signal or a bad termination, else ''."""
@@ -414,6 +429,7 @@ def run_in_parts(
             break  # nothing to go past: the part ended before or between tests
         if stopped:
             outcome, why = "hang", f"hang: no rank wrote a line for {limits.test_timeout_s:g} s"
+            why += "".join(f"; {line}" for line in stall_lines(outdir))
         else:
             failure = fault_line(outdir) or part_failure(outdir / "log") or f"exit {code}"
             outcome, why = "crash", f"crash: {failure}"
@@ -698,6 +714,7 @@ def main_grid(root: Path, args: argparse.Namespace, options: Sequence[str], say:
     modes = grid_modes(args.modes)
     extra: list[str] = list(args.env)
     env = {k: v for k, _, v in (item.partition("=") for item in extra)}
+    env.setdefault("MLN_MPI4PY_STALL_S", f"{max(1.0, args.test_timeout / 2):g}")  # rank-R.stall
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = (args.out or paths.default_results_dir(root) / f"{stamp}-mpi4py-grid").resolve()
     out.mkdir(parents=True, exist_ok=True)  # absolute: the ranks and launchers start elsewhere

@@ -17,7 +17,9 @@ the traceback or skip reason}, and {"event": "done"} at the end; a subtest's fai
 is its test's.  The file is flushed after every line, so a rank that hangs or dies leaves the
 test it was in as its last "start" line.  A rank killed by a fatal signal (SIGSEGV, SIGABRT, ...)
 also leaves Python's traceback of that moment in OUTDIR/rank-R.fault (faulthandler, installed
-after MPI's own handlers, which it then calls): the file is empty for every other end."""
+after MPI's own handlers, which it then calls): the file is empty for every other end.  A test
+still running after MLN_MPI4PY_STALL_S seconds (default 60) leaves every thread's traceback of
+that moment in OUTDIR/rank-R.stall (where a rank waits when a test hangs)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import unittest
 
 DETAIL_CHARS = 4000
 SKIP_OPTION = "--mln-skip"
+STALL_S = float(os.environ.get("MLN_MPI4PY_STALL_S", "60"))
 
 
 class JsonLinesResult(unittest.TextTestResult):
@@ -38,6 +41,7 @@ class JsonLinesResult(unittest.TextTestResult):
 
     sink = None  # the open file, set at the start of the run (MPI is initialised by then)
     fault = None  # rank-R.fault, open until the process ends
+    stall = None  # rank-R.stall: tracebacks of a test still running after STALL_S
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -53,6 +57,7 @@ class JsonLinesResult(unittest.TextTestResult):
         type(self).sink = open(os.path.join(outdir, f"rank-{rank}.jsonl"), "w")  # noqa: SIM115
         type(self).fault = open(os.path.join(outdir, f"rank-{rank}.fault"), "w")  # noqa: SIM115
         faulthandler.enable(file=type(self).fault)
+        type(self).stall = open(os.path.join(outdir, f"rank-{rank}.stall"), "w")  # noqa: SIM115
 
     def stopTestRun(self):
         super().stopTestRun()
@@ -87,7 +92,13 @@ class JsonLinesResult(unittest.TextTestResult):
     def startTest(self, test):
         self._started = time.monotonic()
         self._write({"event": "start", "id": test.id()})
+        if self.stall is not None and STALL_S > 0:
+            faulthandler.dump_traceback_later(STALL_S, file=self.stall)
         super().startTest(test)
+
+    def stopTest(self, test):
+        faulthandler.cancel_dump_traceback_later()
+        super().stopTest(test)
 
     def addSuccess(self, test):
         super().addSuccess(test)
