@@ -26,10 +26,11 @@ GPU_MAX_CHUNK = 2**30  # bytes per chunk of the pipelined path, at most (mln-gpu
 MAX_LANES = 64  # tcp:N and mpi:N
 MAX_HELPERS = 16  # helper:K
 LANES_HELP = (
-    "stock (plain MPI), mpi or mpi:N, tcp:N (N 1..64 sockets), helper:K (K 1..16 helper "
-    "ranks per host)"
+    "stock (plain MPI), mpi or mpi:N, tcp:N (N 1..64 sockets), tcp:auto (the library finds "
+    "the count per peer), helper:K (K 1..16 helper ranks per host)"
 )
-_LANES = re.compile(r"(stock|mpi|(mpi|tcp|helper):([1-9][0-9]*))")
+AUTO = "auto"  # tcp:auto: MLN_STRIPE_LANES=auto, the lane count found per peer by measurement
+_LANES = re.compile(r"(stock|mpi|tcp:auto|(mpi|tcp|helper):([1-9][0-9]*))")
 # The link security of the tcp lanes (src/link/): MLN_LINK_SECURITY, and MLN_LINK_PAYLOAD_MAC
 # for auth+mac.  Ordered from the least to the most protection (reports list them so).
 SECURITY_MODES = ("none", "auth", "auth+mac", "aead")
@@ -96,12 +97,17 @@ def _choices(allowed: tuple[str, ...]) -> Callable[[object], str]:
 @dataclass(frozen=True)
 class Lanes:
     """A parsed lanes spec of the stripe benchmark: `kind` (stock, mpi, tcp, helper) and
-    `count` (N sockets or MPI lanes, K helper ranks per host; 0 when not given)."""
+    `count` (N sockets or MPI lanes, K helper ranks per host; 0 when not given); `auto` for
+    tcp:auto, whose count the library finds per peer (count 0: the result's `lanes_used`
+    column says what it chose)."""
 
     kind: str
     count: int = 0
+    auto: bool = False
 
     def __str__(self) -> str:
+        if self.auto:
+            return f"{self.kind}:{AUTO}"
         return self.kind if not self.count else f"{self.kind}:{self.count}"
 
     @property
@@ -113,7 +119,7 @@ class Lanes:
     def paths(self) -> int | None:
         """How many parallel paths carry a large message: stock 1, tcp:N N, mpi:N N,
         helper:K 2K+1 (the direct path plus K helpers on each side); None for a bare `mpi`
-        (the library's default lane count)."""
+        (the library's default lane count) and for tcp:auto (chosen per peer at run time)."""
         if self.kind == "stock":
             return 1
         if self.kind == "helper":
@@ -122,14 +128,16 @@ class Lanes:
 
 
 def parse_lanes(value: object) -> Lanes:
-    """A lanes spec: stock, mpi, mpi:N, tcp:N (N 1..64), helper:K (K 1..16); ValueError
-    saying what is accepted otherwise."""
+    """A lanes spec: stock, mpi, mpi:N, tcp:N (N 1..64), tcp:auto, helper:K (K 1..16);
+    ValueError saying what is accepted otherwise."""
     text = value.strip() if isinstance(value, str) else None
     match = _LANES.fullmatch(text) if text else None
     if match is None:
         raise ValueError(f"invalid lanes {value!r} (expected {LANES_HELP})")
     if text in ("stock", "mpi"):
         return Lanes(text)
+    if text == f"tcp:{AUTO}":
+        return Lanes("tcp", auto=True)
     kind, count = match.group(2), int(match.group(3))
     limit = MAX_HELPERS if kind == "helper" else MAX_LANES
     if count > limit:

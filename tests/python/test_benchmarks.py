@@ -99,6 +99,18 @@ def test_lanes_accepted(spec: str, kind: str, count: int, helpers: int, paths: i
     assert STRIPE.option_args({"lanes": spec}) == ["--lanes", spec.strip()]
 
 
+def test_lanes_tcp_auto() -> None:
+    """tcp:auto: tcp lanes whose count the library finds per peer; no fixed count, so no
+    number of paths, and it reads back as given (labels, meta.lanes, --lanes)."""
+    lanes = parse_lanes(" tcp:auto ")
+    assert lanes == Lanes("tcp", auto=True) and lanes != Lanes("tcp", 0)
+    assert (lanes.kind, lanes.count, lanes.helpers, lanes.paths) == ("tcp", 0, 0, None)
+    assert str(lanes) == "tcp:auto"
+    assert STRIPE.option_args({"lanes": "tcp:auto"}) == ["--lanes", "tcp:auto"]
+    assert STRIPE.helpers_per_host({"lanes": "tcp:auto"}) == 0
+    assert "tcp:auto" in STRIPE.options["lanes"].help
+
+
 @pytest.mark.parametrize(
     ("spec", "why"),
     [
@@ -109,6 +121,10 @@ def test_lanes_accepted(spec: str, kind: str, count: int, helpers: int, paths: i
         ("mpi:65", "at most 64 lanes (mpi:1..64)"),
         ("helper:17", "at most 16 helper ranks per host (helper:1..16)"),
         ("helper:0", "helper:K (K 1..16"),
+        ("mpi:auto", "tcp:auto (the library finds the count per peer)"),
+        ("helper:auto", "expected stock"),
+        ("tcp:AUTO", "expected stock"),
+        ("auto", "expected stock"),
         ("helper", "expected stock"),
         ("udp:4", "expected stock"),
         ("Stock", "expected stock"),
