@@ -1,7 +1,9 @@
 """The striped point-to-point part of a report (benchmark `stripe`): the seed's Fig. 2
 (streaming bandwidth against message size, one line per MPI x lanes x link-security mode,
-iperf3 with 1 and 8 streams as horizontal lines), bandwidth against the number of lanes, a
-table of ratios, and the link-security modes of one lanes spec side by side.
+iperf3 with 1 and 8 streams and the best stream count as horizontal lines), bandwidth against
+the number of lanes, a table of ratios, tcp:auto (the lane count the library finds per peer)
+against the fixed counts and iperf3, and the link-security modes of one lanes spec side by
+side.
 
 Everything is computed from the result files and the test bed's check file
 (testbed-check.json, written by `multilane run` when the scenario sets testbed_check): no
@@ -27,6 +29,14 @@ STREAM_CPU = "stream_cpu_s_per_GB"
 PINGPONG = "time_us"  # one-way time, lower is better
 BANDWIDTH_SIZE = 10 * 2**20  # the "10 MB" of the ratios: the size nearest 10 MiB
 PINGPONG_SIZE = 2**20  # the "1 MB" ping-pong: the size nearest 1 MiB
+# tcp:auto against the fixed counts: (metric, the size it is compared at, lower is better)
+AUTO_POINTS = ((PINGPONG, 2**20, True), (STREAM, 10 * 2**20, False), (STREAM, 64 * 2**20, False))
+LANES_USED = "lanes_used"  # mln-stripe's column: the lanes the sender used at the end of a size
+# issue 20's targets for tcp:auto: streaming >= 0.9x the best fixed count and >= 0.85x iperf3's
+# best stream count; a 1 MiB ping-pong at most 10% slower than the best fixed count
+AUTO_MIN_FIXED = 0.9
+AUTO_MIN_IPERF = 0.85
+AUTO_MAX_PINGPONG = 1.10
 DEFAULT_THRESHOLD = 256 * 2**10  # MLN_STRIPE_THRESHOLD's default: plain MPI at or below
 WITHIN = 0.05  # "within 5% of stock" below the threshold
 NEAREST_FACTOR = 2.0  # a size stands in for a target only within this factor
@@ -34,6 +44,7 @@ PANELS = ((100_000, 2**20, "100 KB - 1 MB"), (2**20, None, "1 MB and up"))
 KIND_ORDER = ("stock", "mpi", "tcp", "helper")
 MPI_STYLES = ("-", "--", ":", "-.")
 KIND_MARKS = (("tcp", "o", "C0"), ("helper", "s", "C1"), ("mpi", "^", "C2"), ("stock", "*", "C3"))
+AUTO_COLOUR = "C4"  # tcp:auto in the bandwidth-against-lanes figure
 DPI = 110
 SECURITY_BASE = "none"  # the security ratios' reference: the same lanes without protection
 
@@ -73,10 +84,16 @@ class StripeRun:
     def sizes(self, metric: str) -> list[int]:
         return sorted(s for s in self.rows if s > 0 and self.value(metric, s) is not None)
 
+    def lanes_used(self, size: int | None) -> float | None:
+        """The lanes the sender used at the end of a size (mln-stripe's `lanes_used` column:
+        tcp:auto's choice), None where the row has none."""
+        return self.value(LANES_USED, size)
 
-def _lanes_key(lanes: Lanes) -> tuple[int, int]:
+
+def _lanes_key(lanes: Lanes) -> tuple[int, bool, int]:
+    """Order of lanes specs: by kind (KIND_ORDER), then the fixed counts up, then auto."""
     kind = KIND_ORDER.index(lanes.kind) if lanes.kind in KIND_ORDER else len(KIND_ORDER)
-    return kind, lanes.count
+    return kind, lanes.auto, lanes.count
 
 
 def _security_key(mode: str) -> int:
@@ -140,6 +157,11 @@ def sweep_runs(runs: Sequence[StripeRun]) -> list[StripeRun]:
     return [r for r in runs if chosen[(r.mpi, str(r.lanes))] is r]
 
 
+def fixed_tcp(runs: Iterable[StripeRun]) -> list[StripeRun]:
+    """The tcp:N runs: fixed lane counts, tcp:auto left out."""
+    return [r for r in runs if r.lanes.kind == "tcp" and not r.lanes.auto]
+
+
 def iperf_rates(checks: Sequence[dict[str, Any]]) -> dict[int, float]:
     """iperf3 TCP throughput in Mbit/s by stream count, from testbed-check.json rows (the
     first check and link that has each count)."""
@@ -151,6 +173,16 @@ def iperf_rates(checks: Sequence[dict[str, Any]]) -> dict[int, float]:
             if isinstance(streams, int) and isinstance(bps, (int, float)) and bps > 0:
                 rates.setdefault(streams, bps / 1e6)
     return rates
+
+
+def iperf_best(iperf: Mapping[int, float]) -> tuple[int, float] | None:
+    """iperf3's best stream count and its rate [Mbit/s] over every count the check measured
+    (the fewer streams on a tie); None without iperf3 rows."""
+    return max(sorted(iperf.items()), key=lambda cr: cr[1], default=None)
+
+
+def _streams(count: int) -> str:
+    return f"{count} stream{'s' if count > 1 else ''}"
 
 
 def nearest_size(sizes: Sequence[int], target: int) -> int | None:
@@ -226,7 +258,7 @@ def _best(runs: list[StripeRun], metric: str, size: int | None, low: bool) -> St
 
 def summarize(runs: list[StripeRun]) -> list[MpiSummary]:
     """Per MPI: stock, the best tcp:N, tcp:8 and the best helper:K at ~10 MiB streaming,
-    and the best tcp:N against stock at ~1 MiB ping-pong."""
+    and the best tcp:N against stock at ~1 MiB ping-pong (tcp:N: fixed counts, no tcp:auto)."""
     out = []
     for mpi in dict.fromkeys(r.mpi for r in runs):
         mine = [r for r in runs if r.mpi == mpi]
@@ -235,7 +267,7 @@ def summarize(runs: list[StripeRun]) -> list[MpiSummary]:
         size = nearest_size(all_sizes, BANDWIDTH_SIZE)
         pp_size = nearest_size(pp_sizes, PINGPONG_SIZE)
         stock = next((r for r in mine if r.lanes.kind == "stock"), None)
-        tcp = [r for r in mine if r.lanes.kind == "tcp"]
+        tcp = fixed_tcp(mine)
         helper = [r for r in mine if r.lanes.kind == "helper"]
         tcp8 = next((r for r in tcp if r.lanes.count == 8), None)
         out.append(
@@ -261,11 +293,19 @@ def _named(run: StripeRun | None, value: float | None, fmt: Any = format_number)
 def ratio_table(summaries: list[MpiSummary], iperf: dict[int, float]) -> list[list[str]]:
     """Rows of (quantity, one column per MPI)."""
     i8 = iperf.get(8)
+    best = iperf_best(iperf)
+    i_best = best[1] if best else None
+    best_text = f"{format_number(best[1])} ({_streams(best[0])})" if best else "-"
     rows: list[tuple[str, Any]] = [
         ("stream size used", lambda s: format_size(s.size) if s.size else "-"),
         ("stock [Mbit/s]", lambda s: format_number(s.stock)),
         ("best tcp:N [Mbit/s]", lambda s: _named(s.tcp_best, s.bw(s.tcp_best))),
         ("best tcp:N / iperf3 8 streams", lambda s: format_times(_ratio(s.bw(s.tcp_best), i8))),
+        ("iperf3 best [Mbit/s]", lambda s: best_text),
+        (
+            "best tcp:N / iperf3 best",
+            lambda s: format_times(_ratio(s.bw(s.tcp_best), i_best)),
+        ),
         ("best tcp:N / stock", lambda s: format_times(_ratio(s.bw(s.tcp_best), s.stock))),
         ("tcp:8 [Mbit/s]", lambda s: format_number(s.tcp8)),
         ("tcp:8 / iperf3 8 streams", lambda s: format_times(_ratio(s.tcp8, i8))),
@@ -316,12 +356,14 @@ def statements(
 ) -> list[str]:
     """What the data says, one sentence per finding (from the numbers above only)."""
     lines = []
-    i1, i8 = iperf.get(1), iperf.get(8)
-    if i1 is not None or i8 is not None:
-        lines.append(
-            f"iperf3 on the same test bed: 1 stream {format_number(i1)} Mbit/s, "
-            f"8 streams {format_number(i8)} Mbit/s."
+    i8 = iperf.get(8)
+    best = iperf_best(iperf)
+    if best is not None:
+        rates = ", ".join(
+            f"{_streams(n)} {format_number(v)} Mbit/s" for n, v in sorted(iperf.items())
         )
+        said = f" (best: {_streams(best[0])})" if set(iperf) - {1, 8} else ""
+        lines.append(f"iperf3 on the same test bed: {rates}{said}.")
     for s in summaries:
         at = format_size(s.size) if s.size else "?"
         best = s.bw(s.tcp_best)
@@ -361,6 +403,160 @@ def statements(
             f"{verdict} {WITHIN:.0%} of stock: the furthest is {ratio:.3f}x "
             f"({mpi} {run.lanes} at {format_size(size)}, {len(worst)} MPI x size cells)."
         )
+    return lines
+
+
+# ---- tcp:auto: the lane count found per peer, against the fixed counts and iperf3 ---------
+
+
+@dataclass(frozen=True)
+class AutoPoint:
+    """tcp:auto of one MPI at one test and size (AUTO_POINTS): its value, the lanes it used
+    there, the best fixed tcp:N of the same MPI at that size, and for streaming iperf3's best
+    stream count."""
+
+    run: StripeRun
+    metric: str
+    size: int
+    value: float
+    lanes_used: float | None
+    best: StripeRun | None
+    best_value: float | None
+    iperf: tuple[int, float] | None
+
+    @property
+    def pingpong(self) -> bool:
+        return self.metric == PINGPONG
+
+    @property
+    def vs_best(self) -> float | None:
+        """auto / best fixed in the metric's own unit: for ping-pong a ratio of times (above 1:
+        auto is slower), for streaming of rates (below 1: auto is slower)."""
+        return _ratio(self.value, self.best_value)
+
+    @property
+    def vs_iperf(self) -> float | None:
+        """auto's stream rate / iperf3's best; None for ping-pong."""
+        return None if self.pingpong or self.iperf is None else self.value / self.iperf[1]
+
+    @property
+    def what(self) -> str:
+        """'ping-pong 1M [us]', 'stream 64M [Mbit/s]'."""
+        test, unit = ("ping-pong", "us") if self.pingpong else ("stream", "Mbit/s")
+        return f"{test} {format_size(self.size)} [{unit}]"
+
+
+def auto_points(runs: Sequence[StripeRun], iperf: Mapping[int, float]) -> list[AutoPoint]:
+    """Per tcp:auto run (one per MPI: pass sweep_runs), each of AUTO_POINTS at the size of its
+    run nearest the target (NEAREST_FACTOR; none near: left out): the comparisons."""
+    points = []
+    for run in (r for r in runs if r.lanes.auto):
+        fixed = fixed_tcp(r for r in runs if r.mpi == run.mpi)
+        done: set[tuple[str, int]] = set()
+        for metric, target, low in AUTO_POINTS:
+            size = nearest_size(run.sizes(metric), target)
+            value = run.value(metric, size)
+            if size is None or value is None or (metric, size) in done:
+                continue
+            done.add((metric, size))
+            best = _best(fixed, metric, size, low)
+            points.append(
+                AutoPoint(
+                    run=run,
+                    metric=metric,
+                    size=size,
+                    value=value,
+                    lanes_used=run.lanes_used(size),
+                    best=best,
+                    best_value=best.value(metric, size) if best else None,
+                    iperf=None if metric == PINGPONG else iperf_best(iperf),
+                )
+            )
+    return points
+
+
+def _lanes_count(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def auto_table(points: Sequence[AutoPoint]) -> list[list[str]]:
+    """Rows of (MPI, test at size, tcp:auto, lanes_used, best fixed tcp:N, auto / best fixed,
+    iperf3 best, auto / iperf3 best)."""
+    rows = []
+    for p in points:
+        iperf = "-" if p.iperf is None else f"{format_number(p.iperf[1])} ({_streams(p.iperf[0])})"
+        rows.append(
+            [
+                p.run.mpi,
+                p.what,
+                format_number(p.value),
+                _lanes_count(p.lanes_used),
+                _named(p.best, p.best_value),
+                format_ratio(p.vs_best),
+                iperf,
+                format_ratio(p.vs_iperf),
+            ]
+        )
+    return rows
+
+
+AUTO_HEADER = [
+    "MPI",
+    "test [unit]",
+    "tcp:auto",
+    "lanes_used",
+    "best fixed tcp:N",
+    "auto / best fixed",
+    "iperf3 best [Mbit/s]",
+    "auto / iperf3 best",
+]
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def auto_statements(points: Sequence[AutoPoint]) -> list[str]:
+    """One sentence per point: auto's value and lanes against the best fixed count and
+    iperf3's best, with issue 20's targets (AUTO_MIN_FIXED, AUTO_MIN_IPERF,
+    AUTO_MAX_PINGPONG)."""
+    lines = []
+    for p in points:
+        at = format_size(p.size)
+        over = (
+            f"over {_lanes_count(p.lanes_used)} lanes"
+            if p.lanes_used
+            else "lanes_used not recorded"
+        )
+        best, vs_best = p.best, p.vs_best
+        if p.pingpong:
+            head = (
+                f"{p.run.mpi} tcp:auto: a {at} ping-pong takes {format_number(p.value)} us one "
+                f"way ({over})"
+            )
+            if best is None or vs_best is None:
+                lines.append(f"{head}; no fixed tcp:N measured it.")
+                continue
+            lines.append(
+                f"{head}, {vs_best:.3f}x the time of the best fixed count ({best.lanes}, "
+                f"{format_number(p.best_value)} us; above 1: auto is slower; target <= "
+                f"{AUTO_MAX_PINGPONG:.2f}x: {_verdict(vs_best <= AUTO_MAX_PINGPONG)})."
+            )
+            continue
+        parts = [f"{p.run.mpi} tcp:auto streams {format_number(p.value)} Mbit/s at {at} ({over})"]
+        if best is not None and vs_best is not None:
+            parts.append(
+                f"{vs_best:.3f}x the best fixed count ({best.lanes}, "
+                f"{format_number(p.best_value)} Mbit/s; target >= {AUTO_MIN_FIXED:.2f}x: "
+                f"{_verdict(vs_best >= AUTO_MIN_FIXED)})"
+            )
+        if p.iperf is not None and p.vs_iperf is not None:
+            parts.append(
+                f"{p.vs_iperf:.3f}x iperf3's best ({_streams(p.iperf[0])}, "
+                f"{format_number(p.iperf[1])} Mbit/s; target >= {AUTO_MIN_IPERF:.2f}x: "
+                f"{_verdict(p.vs_iperf >= AUTO_MIN_IPERF)})"
+            )
+        lines.append(", ".join(parts) + ".")
     return lines
 
 
@@ -574,11 +770,16 @@ def _styles(runs: list[StripeRun]) -> dict[tuple[str, str, str], dict[str, Any]]
 
 
 def _iperf_lines(ax: Any, iperf: dict[int, float]) -> None:
+    """iperf3 with 1 and 8 streams, and its best stream count where that is another."""
+    best = iperf_best(iperf)
     for streams, style in ((1, ":"), (8, "-.")):
         if streams in iperf:
             rate = format_number(iperf[streams])
-            label = f"iperf3 {streams} stream{'s' if streams > 1 else ''} ({rate})"
+            label = f"iperf3 {_streams(streams)} ({rate})"
             ax.axhline(iperf[streams], color="black", linestyle=style, linewidth=1.2, label=label)
+    if best is not None and best[0] not in (1, 8):
+        label = f"iperf3 {_streams(best[0])}, its best ({format_number(best[1])})"
+        ax.axhline(best[1], color="dimgray", linestyle="--", linewidth=1.2, label=label)
 
 
 def _size_ticks(ax: Any, sizes: list[int]) -> None:
@@ -608,7 +809,14 @@ def plot_bandwidth(runs: list[StripeRun], iperf: dict[int, float], path: Path) -
             xs = [s for s in run.sizes(STREAM) if s in sizes]
             ys = [run.value(STREAM, s) for s in xs]
             if xs:
-                ax.plot(xs, ys, marker="o", markersize=3, label=run.name, **styles[run.key])
+                mark = {"marker": "D", "markersize": 5, "linewidth": 2.2} if run.lanes.auto else {}
+                ax.plot(
+                    xs,
+                    ys,
+                    **{"marker": "o", "markersize": 3, **mark},
+                    label=run.name,
+                    **styles[run.key],
+                )
         _iperf_lines(ax, iperf)
         _size_ticks(ax, sizes)
         ax.set_title(title)
@@ -620,6 +828,29 @@ def plot_bandwidth(runs: list[StripeRun], iperf: dict[int, float], path: Path) -
     fig.suptitle("stripe: streaming bandwidth by MPI x lanes")
     fig.savefig(path, format="png")
     return True
+
+
+def _auto_marks(ax: Any, runs: list[StripeRun], size: int | None) -> list[int]:
+    """tcp:auto in the bandwidth-against-lanes panel: a dashed line at its bandwidth (to read
+    against every fixed count) and a diamond at the lanes it used, where recorded; the x
+    positions drawn."""
+    xs = []
+    for run in runs:
+        value, used = run.value(STREAM, size), run.lanes_used(size)
+        if value is None:
+            continue
+        colour = AUTO_COLOUR
+        if used is None:
+            label = f"{run.lanes} (lanes_used not recorded)"
+            ax.axhline(value, color=colour, linestyle="--", linewidth=1.2, label=label)
+            continue
+        ax.axhline(value, color=colour, linestyle="--", linewidth=1.0, alpha=0.7)
+        label = f"{run.lanes} ({_lanes_count(used)} lanes used)"
+        ax.plot(
+            [used], [value], marker="D", markersize=9, linestyle="none", color=colour, label=label
+        )
+        xs.append(round(used))
+    return xs
 
 
 def plot_lanes(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bool:
@@ -655,12 +886,13 @@ def plot_lanes(runs: list[StripeRun], iperf: dict[int, float], path: Path) -> bo
                 color=colour,
                 label=label,
             )
+        ticks.update(_auto_marks(ax, [r for r in mine if r.lanes.auto], summary.size))
         _iperf_lines(ax, iperf)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(sorted(ticks) or [1]))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-        ax.set_xlabel("parallel paths (tcp:N: N; helper:K: 2K+1; stock: 1)")
+        ax.set_xlabel("parallel paths (tcp:N: N; tcp:auto: lanes_used; helper:K: 2K+1; stock: 1)")
         ax.set_title(f"{summary.mpi}, stream at {format_size(summary.size or 0)}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
@@ -715,6 +947,9 @@ def section(
     small_rows = small_sizes(main, threshold)
     small = table(small_header, small_rows, right=0) if small_rows else []
     said = statements(summaries, main, iperf, threshold)
+    points = auto_points(main, iperf)
+    auto = table(AUTO_HEADER, auto_table(points), right=2) if points else []
+    said += auto_statements(points)
     groups = security_groups(stripe)
     security: list[str] = []
     if groups:
@@ -733,6 +968,27 @@ def section(
             f"{why}): per MPI the striped / stock ratio furthest from 1, over every lanes spec.",
             "",
             *small,
+            "",
+        ]
+    if auto:
+        best = iperf_best(iperf)
+        md += [
+            "tcp:auto (MLN_STRIPE_LANES=auto: the tcp lane count found per peer) against the "
+            "fixed lane counts, per MPI: ping-pong at the size nearest 1 MiB, streaming at the "
+            "sizes nearest 10 MiB and 64 MiB; lanes_used = the lanes the sender used at the end "
+            "of that size; best fixed = the tcp:N of the same MPI with the lowest time (highest "
+            "bandwidth) there. auto / best fixed is a ratio of times for ping-pong (above 1: "
+            "auto is slower) and of rates for streaming (below 1: auto is slower); iperf3 best "
+            + (
+                f"= the highest of iperf3's stream counts ({', '.join(map(str, sorted(iperf)))})."
+                if best
+                else "needs testbed-check.json."
+            )
+            + f" The sentences below mark issue 20's targets: streaming >= {AUTO_MIN_FIXED:.2f}x "
+            f"the best fixed count and >= {AUTO_MIN_IPERF:.2f}x iperf3's best, ping-pong <= "
+            f"{AUTO_MAX_PINGPONG:.2f}x.",
+            "",
+            *auto,
             "",
         ]
     if security:
@@ -754,6 +1010,7 @@ def section(
         ]
     md += [*(f"- {line}" for line in said)]
     text = ["", "stripe: ratios", *ratios, "", "stripe: small messages", *small]
+    text += ["", "stripe: tcp:auto against fixed lane counts", *auto] if auto else []
     text += ["", "stripe: link security", *security] if security else []
     text += said
     return Section(md, images, text, notes)

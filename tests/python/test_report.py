@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -205,6 +206,172 @@ def test_stripe_report_without_iperf3(fixtures: Path, tmp_path: Path) -> None:
     assert _cells(md, "best tcp:N / iperf3 8 streams") == ["-"]
     assert _cells(md, "best tcp:N / stock") == ["7.52x"]
     assert "## Test bed check" not in md and "iperf3 on the same test bed" not in md
+
+
+# ---- tcp:auto against the fixed lane counts and iperf3's best stream count ---------------
+
+# (mpi, lanes, ping-pong us at 1M, stream Mbit/s at 10M and at 64M, lanes_used at 1M, 10M and
+# 64M or None for a row without the column); iperf3 of the check: 1 stream 132.8, 8 streams
+# 979.3 and 32 streams 985 Mbit/s
+AUTO_RUNS = [
+    ("openmpi", "stock", 79000.0, 125.0, 126.0, None),
+    ("openmpi", "tcp:16", 14000.0, 960.0, 955.0, (16, 16, 16)),
+    ("openmpi", "tcp:auto", 15050.0, 980.0, 970.0, (8, 12, 16)),
+    ("openmpi", "tcp:4", 20000.0, 500.0, 520.0, (4, 4, 4)),
+    ("openmpi", "tcp:8", 15000.0, 940.0, 950.0, (8, 8, 8)),
+    ("mpich", "tcp:8", 16000.0, 900.0, 910.0, (8, 8, 8)),
+    ("mpich", "tcp:auto", 15000.0, 800.0, 905.0, (4, 8, None)),
+]
+AUTO_SIZES = (2**20, 10 * 2**20, 64 * 2**20)
+
+
+def _auto_dir(fixtures: Path, folder: Path, runs: list[Any], streams32: bool = True) -> Path:
+    """Result files with rows at 1M, 10M and 64M (and the lanes_used column mln-stripe writes
+    for striped runs), one per (mpi, lanes), and the check with iperf3 at 32 streams too."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = json.loads((fixtures / "result-stripe-openmpi-tcp8.json").read_text())
+    template = base["rows"][-1]
+    for n, (mpi, lanes, pp, bw10, bw64, used) in enumerate(runs):
+        doc = json.loads(json.dumps(base))
+        prov = doc["provenance"]
+        prov["meta"].update(mpi=mpi, lanes=lanes, label=f"{mpi}-{lanes}", link_security="auth")
+        prov["params"].update(lanes=lanes, sizes="1M,10M,64M")
+        prov["date"] = f"2026-11-22T18:{n:02d}:00Z"
+        doc["rows"] = []
+        for i, size in enumerate(AUTO_SIZES):
+            bw = {2**20: 700.0, 10 * 2**20: bw10, 64 * 2**20: bw64}[size]
+            t = pp if size == 2**20 else template["time_us"] * size / 2**20
+            row = {**template, "bytes": size, "time_us": t, "time_us_min": t}
+            row.update(time_us_max=t * 1.1, bw_Mbps=bw, bw_Mbps_min=bw * 0.9, bw_Mbps_max=bw)
+            if used is not None and used[i] is not None:
+                row["lanes_used"] = used[i]
+            doc["rows"].append(row)
+        (folder / f"{mpi}-{lanes.replace(':', '_')}.json").write_text(json.dumps(doc))
+    check = json.loads((fixtures / "testbed-check.json").read_text())
+    if streams32:
+        row = json.loads(json.dumps(check["rows"][2]))
+        row["item"], row["measured"] = "TCP 32 streams a1 -> b1", "985.0 Mbit/s (12 retransmits)"
+        row["values"].update(streams=32, bps=985e6, retransmits=12)
+        check["rows"].insert(3, row)
+    (folder / "testbed-check.json").write_text(json.dumps(check))
+    return folder
+
+
+def _auto_rows(md: str) -> dict[tuple[str, str], list[str]]:
+    """The rows of the tcp:auto table by (MPI, test [unit])."""
+    rows = {}
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and re.fullmatch(r"(ping-pong|stream) \S+ \[(us|Mbit/s)\]", cells[1]):
+            rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def test_stripe_report_auto_against_fixed_counts(fixtures: Path, tmp_path: Path) -> None:
+    report = make_report(_auto_dir(fixtures, tmp_path / "r", AUTO_RUNS))
+    assert report.notes == ()
+    md = report.markdown.read_text()
+    # columns: tcp:auto, lanes_used, best fixed tcp:N, auto / best fixed, iperf3 best, ratio
+    assert _auto_rows(md) == {
+        ("openmpi", "ping-pong 1M [us]"): [
+            "15,050", "8", "14,000 (tcp:16)", "1.075x", "-", "-",
+        ],
+        ("openmpi", "stream 10M [Mbit/s]"): [
+            "980", "12", "960 (tcp:16)", "1.021x", "985 (32 streams)", "0.995x",
+        ],
+        ("openmpi", "stream 64M [Mbit/s]"): [
+            "970", "16", "955 (tcp:16)", "1.016x", "985 (32 streams)", "0.985x",
+        ],
+        ("mpich", "ping-pong 1M [us]"): ["15,000", "4", "16,000 (tcp:8)", "0.938x", "-", "-"],
+        ("mpich", "stream 10M [Mbit/s]"): [
+            "800", "8", "900 (tcp:8)", "0.889x", "985 (32 streams)", "0.812x",
+        ],
+        ("mpich", "stream 64M [Mbit/s]"): [
+            "905", "-", "910 (tcp:8)", "0.995x", "985 (32 streams)", "0.919x",
+        ],
+    }  # fmt: skip
+    assert "auto / best fixed is a ratio of times for ping-pong (above 1: auto is slower)" in md
+    assert (
+        "openmpi tcp:auto: a 1M ping-pong takes 15,050 us one way (over 8 lanes), 1.075x the "
+        "time of the best fixed count (tcp:16, 14,000 us; above 1: auto is slower; target <= "
+        "1.10x: met)." in md
+    )
+    assert (
+        "mpich tcp:auto streams 800 Mbit/s at 10M (over 8 lanes), 0.889x the best fixed count "
+        "(tcp:8, 900 Mbit/s; target >= 0.90x: NOT met), 0.812x iperf3's best (32 streams, "
+        "985 Mbit/s; target >= 0.85x: NOT met)." in md
+    )
+    assert "mpich tcp:auto streams 905 Mbit/s at 64M (lanes_used not recorded), 0.995x" in md
+    # the fixed-count summaries leave auto out, though it streams faster (980) at 10M and
+    # ping-pongs faster (15,000 us) for mpich
+    assert _cells(md, "best tcp:N [Mbit/s]") == ["960 (tcp:16)", "900 (tcp:8)"]
+    assert _cells(md, "ping-pong best tcp:N [us]") == ["14,000 (tcp:16)", "16,000 (tcp:8)"]
+    # iperf3's best of every stream count the check measured
+    assert _cells(md, "iperf3 best [Mbit/s]") == ["985 (32 streams)", "985 (32 streams)"]
+    assert _cells(md, "best tcp:N / iperf3 best") == ["0.97x", "0.91x"]
+    assert _cells(md, "best tcp:N / iperf3 8 streams") == ["0.98x", "0.92x"]
+    assert (
+        "iperf3 on the same test bed: 1 stream 133 Mbit/s, 8 streams 979 Mbit/s, 32 streams "
+        "985 Mbit/s (best: 32 streams)." in md
+    )
+    assert "stripe: tcp:auto against fixed lane counts" in report.text
+
+
+def test_stripe_auto_sorts_after_the_fixed_counts(fixtures: Path, tmp_path: Path) -> None:
+    folder = _auto_dir(fixtures, tmp_path / "r", AUTO_RUNS)
+    found, notes = stripe_report.stripe_runs(collect(folder)[0]["stripe"])  # by date
+    assert notes == []
+    assert [r.name for r in found] == [
+        "openmpi stock", "openmpi tcp:4 auth", "openmpi tcp:8 auth", "openmpi tcp:16 auth",
+        "openmpi tcp:auto auth", "mpich tcp:8 auth", "mpich tcp:auto auth",
+    ]  # fmt: skip
+    assert [r.lanes.auto for r in stripe_report.fixed_tcp(found)] == [False] * 4
+
+
+def test_stripe_auto_without_fixed_counts_or_iperf3(fixtures: Path, tmp_path: Path) -> None:
+    """An auto run alone (no tcp:N, no check): its values and lanes, '-' where there is
+    nothing to compare; a run without a size near 64 MiB has no 64M row."""
+    runs = [("openmpi", "tcp:auto", 15000.0, 900.0, 950.0, (8, 8, 8))]
+    folder = _auto_dir(fixtures, tmp_path / "r", runs)
+    (folder / "testbed-check.json").unlink()
+    doc = json.loads((folder / "openmpi-tcp_auto.json").read_text())
+    doc["rows"] = doc["rows"][:2]
+    (folder / "openmpi-tcp_auto.json").write_text(json.dumps(doc))
+    md = make_report(folder).markdown.read_text()
+    assert _auto_rows(md) == {
+        ("openmpi", "ping-pong 1M [us]"): ["15,000", "8", "-", "-", "-", "-"],
+        ("openmpi", "stream 10M [Mbit/s]"): ["900", "8", "-", "-", "-", "-"],
+    }
+    assert "iperf3 best needs testbed-check.json." in md
+    assert "openmpi tcp:auto: a 1M ping-pong takes 15,000 us one way (over 8 lanes); no " in md
+    assert "openmpi tcp:auto streams 900 Mbit/s at 10M (over 8 lanes)." in md
+
+
+def test_stripe_report_without_auto_has_no_auto_table(fixtures: Path, tmp_path: Path) -> None:
+    md = make_report(_stripe_dir(fixtures, tmp_path / "r", STRIPE_RUNS)).markdown.read_text()
+    assert "tcp:auto" not in md
+    assert _cells(md, "iperf3 best [Mbit/s]") == ["979 (8 streams)", "979 (8 streams)"]
+
+
+def test_stripe_auto_in_the_figures() -> None:
+    """Bandwidth against lanes: tcp:auto as a diamond at the lanes it used plus a dashed line
+    at its level, or the line alone without lanes_used; iperf3's best count beside 1 and 8."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    def run(mpi: str, used: float | None) -> stripe_report.StripeRun:
+        row = {"bytes": 10 << 20, "bw_Mbps": 900.0, **({"lanes_used": used} if used else {})}
+        lanes = stripe_report.parse_lanes("tcp:auto")
+        return stripe_report.StripeRun(f"{mpi}-auto", mpi, lanes, {10 << 20: row}, {}, "auth")
+
+    ax = Figure().subplots()
+    assert stripe_report._auto_marks(ax, [run("openmpi", 12)], 10 << 20) == [12]
+    assert stripe_report._auto_marks(ax, [run("mpich", None)], 10 << 20) == []
+    stripe_report._iperf_lines(ax, {1: 130.0, 8: 979.0, 32: 985.0})
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == [
+        "tcp:auto (12 lanes used)", "tcp:auto (lanes_used not recorded)",
+        "iperf3 1 stream (130)", "iperf3 8 streams (979)", "iperf3 32 streams, its best (985)",
+    ]  # fmt: skip
 
 
 # ---- link security: the modes of tcp:8 side by side ---------------------------------------
