@@ -10,6 +10,7 @@ from conftest import two_sites_network
 from multilane.scenario import ScenarioError, load_scenario
 from multilane.sizes import parse_size_spec
 from multilane.testbed.check import DEFAULT_STREAMS, streams_text
+from multilane.testbed.topology import TcpSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -215,6 +216,63 @@ def test_seed000_stripe_variants(file: str, network: str) -> None:
         for spec in ("stock", "tcp:16", "helper:2")
     ] + [(mpi, "tcp:8", mode, 1) for mpi in ("openmpi", "mpich") for mode in SEED_MODES]
     assert parse_size_spec(scenario.runs[0].options["sizes"]) == [2**20, 10 * 2**20]
+
+
+# Issue 20's sweeps: tcp:auto against the fixed counts on each network, one file per network
+FIXED = ["tcp:1", "tcp:2", "tcp:4", "tcp:8", "tcp:16", "tcp:32", "tcp:64"]
+
+
+@pytest.mark.parametrize(
+    ("file", "network", "fixed"),
+    [
+        ("stripe-auto-2site", "wan-2site", FIXED),
+        ("stripe-auto-perflow", "wan-perflow", FIXED),
+        ("stripe-auto-lossy", "wan-lossy", FIXED),
+        ("stripe-auto-long", "wan-long", FIXED[2:]),  # one lane ~20 Mbit/s: no tcp:1, tcp:2
+        ("stripe-auto-short", "wan-short", FIXED),
+    ],
+)
+def test_stripe_auto_scenarios(file: str, network: str, fixed: list[str]) -> None:
+    scenario = load_scenario(REPO / "scenarios" / f"{file}.toml")
+    assert scenario.name == file
+    assert scenario.network == load_scenario(REPO / "scenarios" / f"{network}.toml").network
+    assert scenario.check_streams == (1, 8, 32)
+    lanes = [*fixed, "tcp:auto"]
+    assert [r.label for r in scenario.runs] == [
+        f"{mpi}-{spec}" for mpi in ("openmpi", "mpich") for spec in lanes
+    ]
+    for run in scenario.runs:
+        assert run.benchmark == "stripe" and run.ppn == 1 and run.np is None
+        assert {k: v for k, v in run.options.items() if k != "lanes"} == {
+            "tests": "pingpong,stream",
+            "sizes": "1M,10M,64M",
+            "reps": 3,
+            "warmup": 1,
+            "min_iters": 1,
+            "max_iters": 3,
+            "window_bytes": "64M",
+            "security": "auth",
+        }
+        assert run.timeout_s is not None and run.timeout_s <= 900
+
+
+def test_wan_long_and_short_networks() -> None:
+    """wan-long: 60 ms RTT, a 128 KiB window, a queue of one BDP; wan-short: 2 ms RTT,
+    autotuned buffers, a queue of one BDP."""
+    long = load_scenario(REPO / "scenarios" / "wan-long.toml").network
+    short = load_scenario(REPO / "scenarios" / "wan-short.toml").network
+    assert long is not None and short is not None
+    for network, delay, queue in ((long, 0.030, 7_500_000), (short, 0.001, 250_000)):
+        assert network.mtu == 9000 and [len(s.hosts) for s in network.sites] == [1, 1]
+        (wan,) = network.wan
+        for props in (wan.ab, wan.ba):
+            assert (props.rate_bps, props.delay_s, props.queue_bytes) == (10**9, delay, queue)
+            assert props.loss == 0 and props.flow_rate_bps == 0
+            assert props.queue_bytes == props.rate_bps * 2 * props.delay_s / 8  # one BDP
+    for host in long.hosts:
+        assert host.tcp == TcpSettings(rmem_max=262144, wmem_max=262144, congestion="cubic")
+    for host in short.hosts:
+        assert host.tcp == TcpSettings(rmem_max=None, wmem_max=None, congestion="cubic")
 
 
 def test_lanes_matrix_local(tmp_path: Path) -> None:
