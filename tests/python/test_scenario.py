@@ -166,16 +166,18 @@ def test_network_scenario_rejects_local_keys(
 
 # ---- striped point-to-point: lanes in the matrix, helper ranks, the seed-000 scenarios ----
 
-SEED_LANES = ["stock", "mpi", "tcp:1", "tcp:2", "tcp:4", "tcp:16", "helper:1", "helper:2"]
+SEED_LANES = [
+    "stock", "mpi", "tcp:1", "tcp:2", "tcp:4", "tcp:16", "tcp:auto", "helper:1", "helper:2",
+]  # fmt: skip
 SEED_MODES = ["none", "auth", "aead"]  # tcp:8 in each, back to back per MPI
 
 
 def test_seed000_stripe_scenario() -> None:
     scenario = load_scenario(REPO / "scenarios" / "seed000-stripe.toml")
     reference = load_scenario(REPO / "scenarios" / "wan-2site.toml")
-    assert scenario.name == "seed000-stripe" and scenario.testbed_check
+    assert scenario.name == "seed000-stripe" and scenario.check_streams == (1, 8, 32)
     assert scenario.network == reference.network
-    assert len(scenario.runs) == 22
+    assert len(scenario.runs) == 24
     expected = [f"{mpi}-{lanes}" for mpi in ("openmpi", "mpich") for lanes in SEED_LANES]
     expected += [f"{mpi}-tcp:8-{mode}" for mpi in ("openmpi", "mpich") for mode in SEED_MODES]
     assert [r.label for r in scenario.runs] == expected
@@ -208,12 +210,12 @@ def test_seed000_stripe_scenario() -> None:
 def test_seed000_stripe_variants(file: str, network: str) -> None:
     scenario = load_scenario(REPO / "scenarios" / f"{file}.toml")
     assert scenario.network == load_scenario(REPO / "scenarios" / f"{network}.toml").network
-    assert scenario.testbed_check
+    assert scenario.check_streams == (1, 8, 32)
     lanes = [(r.mpi, r.options["lanes"], r.options["security"], r.ppn) for r in scenario.runs]
     assert lanes == [
         (mpi, spec, "auth", 3 if spec == "helper:2" else 1)
         for mpi in ("openmpi", "mpich")
-        for spec in ("stock", "tcp:16", "helper:2")
+        for spec in ("stock", "tcp:16", "tcp:auto", "helper:2")
     ] + [(mpi, "tcp:8", mode, 1) for mpi in ("openmpi", "mpich") for mode in SEED_MODES]
     assert parse_size_spec(scenario.runs[0].options["sizes"]) == [2**20, 10 * 2**20]
 
