@@ -650,7 +650,7 @@ def report(
         lines.append("  " + run.summary().replace("\n", "\n  "))
         if run.refusals:
             lines.append("  refused: the layer's 'not supported yet' lines per call and site")
-            lines.append("  (once per process and call for its first 32 calls, then each time):")
+            lines.append("  (once per process and call):")
             for call, per_site in sorted(run.refusals.items()):
                 sites = ", ".join(f"{s} {n}" for s, n in sorted(per_site.items()))
                 lines.append(f"    {call}: {sum(per_site.values())} ({sites})")

@@ -10,7 +10,7 @@
 #include "relay/relay_int.h" /* MLN_RELAY_CTX_WORLD, MLN_RELAY_CTX_LAYER */
 
 #define GRID_TAG_BARRIER 1 /* CTX_LAYER: the barrier's messages */
-#define GRID_SAID_MAX 32
+#define GRID_SAID_MAX 512  /* more than the layer wraps: each refused call is said once */
 
 /* A view of a count or displacement array of either binding (int, MPI_Count, MPI_Aint): the
  * generated wrappers pass the program's array as it is (wrappers_gen.h, mln_cv_t). */
