@@ -209,7 +209,7 @@ static const stripe_xport_t stripe_xports[] = {
     {0},
 };
 
-/* "tcp:4" -> the tcp transport and 4; NULL on a bad spec. */
+/* "tcp:4" -> the tcp transport and 4, "tcp:auto" -> tcp and 0; NULL on a bad spec. */
 static const stripe_xport_t *stripe_spec_parse(const char *spec, int64_t *count)
 {
     const char *colon = strchr(spec, ':');
@@ -223,8 +223,10 @@ static const stripe_xport_t *stripe_spec_parse(const char *spec, int64_t *count)
         return NULL;
     if (colon == NULL && x->count_required)
         return NULL;
-    if (colon != NULL && (x->count_env == NULL || mln_parse_int(colon + 1, &n) != MLN_OK || n < 1 ||
-                          n > x->count_max))
+    if (colon != NULL && strcmp(colon + 1, "auto") == 0 && strcmp(x->name, "tcp") == 0)
+        n = 0; /* tcp:auto (MLN_STRIPE_LANES=auto) */
+    else if (colon != NULL && (x->count_env == NULL || mln_parse_int(colon + 1, &n) != MLN_OK ||
+                               n < 1 || n > x->count_max))
         return NULL;
     *count = n;
     return x;
@@ -361,11 +363,14 @@ static mln_status_t stripe_before_init(mln_bench_t *b)
     s->xport = stripe_spec_parse(s->lanes, &s->count);
     if (s->xport == NULL)
         return mln_bench_fail(b,
-                              "--lanes: invalid spec '%s' (expected stock, mpi, mpi:N or tcp:N "
-                              "with N lanes from 1 to %d, or helper:K with K from 1 to %d)",
+                              "--lanes: invalid spec '%s' (expected stock, mpi, mpi:N, tcp:auto "
+                              "or tcp:N with N lanes from 1 to %d, or helper:K with K from 1 to "
+                              "%d)",
                               s->lanes, STRIPE_MAX_LANES, STRIPE_MAX_HELPERS);
     MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_BACKEND", s->xport->backend), st, out);
-    if (s->xport->count_env != NULL)
+    if (s->xport->count_env != NULL && s->count == 0 && strcmp(s->xport->name, "tcp") == 0)
+        MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_LANES", "auto"), st, out);
+    else if (s->xport->count_env != NULL)
         MLN_CHECK(mln_bench_setenv_count(b, s->xport->count_env, s->count), st, out);
     if (s->local)
         MLN_CHECK(mln_bench_setenv(b, "MLN_STRIPE_LOCAL", "1"), st, out);
@@ -384,7 +389,11 @@ static mln_status_t stripe_setup(mln_bench_t *b)
     MLN_CHECK(mln_bench_param_str(b, "backend", stock ? "stock" : mln_stripe_backend_name()), st,
               out);
     if (!stock)
-        MLN_CHECK(mln_bench_param_int(b, "stripe_lanes", mln_stripe_lanes()), st, out);
+        MLN_CHECK(mln_stripe_lanes() > 0 || s->xport->count_env == NULL ||
+                          strcmp(s->xport->name, "tcp") != 0
+                      ? mln_bench_param_int(b, "stripe_lanes", mln_stripe_lanes())
+                      : mln_bench_param_str(b, "stripe_lanes", "auto"),
+                  st, out);
     if (s->xport->count_env != NULL && strcmp(s->xport->count_env, "MLN_STRIPE_HELPERS") == 0)
         MLN_CHECK(mln_bench_param_int(b, "stripe_helpers", s->count), st, out);
     MLN_CHECK(mln_bench_param_str(b, "stripe_threshold",
@@ -466,8 +475,9 @@ static const mln_bench_option_t stripe_options[] = {
      .type = MLN_BENCH_OPT_STRING,
      .default_value = "tcp:8",
      .help = "transport of the data: stock (plain MPI, the baseline), mpi or mpi:N (striped "
-             "over MPI, N chunks in flight), tcp:N (N TCP lanes per peer, 1-64), helper:K "
-             "(K helper ranks per node, 1-16)",
+             "over MPI, N chunks in flight), tcp:N (N TCP lanes per peer, 1-64), tcp:auto (the "
+             "lane count found per peer, MLN_STRIPE_LANES=auto), helper:K (K helper ranks per "
+             "node, 1-16)",
      .offset = offsetof(stripe_state_t, lanes),
      .metavar = "SPEC"},
     {.name = "window",
@@ -502,8 +512,29 @@ static const mln_bench_option_t stripe_options[] = {
      .max = 1},
 };
 
+/* The lanes this rank's striped messages to its partner went over at the end of the size
+ * (MLN_STRIPE_LANES=auto: its choice by then); NAN for stock MPI or a rank that sits out. */
+static double stripe_lanes_used_column(const mln_bench_t *b, uint64_t bytes)
+{
+    const stripe_state_t *s = mln_bench_state(b);
+    MPI_Group g, world;
+    int peer_world = MPI_UNDEFINED, n;
+
+    (void)bytes;
+    if (s->peer < 0 || s->xport->post_send == stock_post_send)
+        return NAN;
+    MPI_Comm_group(mln_bench_comm(b), &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_translate_ranks(g, 1, &s->peer, world, &peer_world);
+    MPI_Group_free(&g);
+    MPI_Group_free(&world);
+    n = peer_world == MPI_UNDEFINED ? 0 : mln_stripe_lanes_used(peer_world);
+    return n > 0 ? n : NAN;
+}
+
 static const mln_bench_column_t stripe_columns[] = {
     {.name = "window", .unit = "msgs", .value = stripe_window_column},
+    {.name = "lanes_used", .unit = "lanes", .value = stripe_lanes_used_column},
     {.name = "stream_cpu_s_per_GB", .unit = "s/GB", .value = stripe_stream_cpu_column},
 };
 

@@ -90,9 +90,13 @@ mln_status_t mln_stripe_test(mln_request_t *request, int *done, MPI_Status *stat
  * freed either way).  statuses may be MPI_STATUSES_IGNORE. */
 mln_status_t mln_stripe_waitall(int count, mln_request_t requests[], MPI_Status *statuses);
 
-/* The backend's name ("tcp", "helper", "mpi") and lanes per peer, as configured. */
+/* The backend's name ("tcp", "helper", "mpi") and lanes per peer, as configured (0: tcp lanes
+ * with MLN_STRIPE_LANES=auto, which finds each peer's count). */
 const char *mln_stripe_backend_name(void);
 int mln_stripe_lanes(void);
+/* The lanes striped messages to world rank peer_world now go over: auto's choice for that peer
+ * (tcp), else as configured; 0 before any striped message to it. */
+int mln_stripe_lanes_used(int peer_world);
 
 /* ---- multi-endpoint hierarchical broadcast (seed 001) ------------------------------------ */
 

@@ -79,6 +79,7 @@ typedef struct mln_tunable {
     size_t size;                /* that field's size: a STRING value must fit with its NUL */
     int64_t min, max;           /* INT and SIZE bounds, inclusive (none when min >= max) */
     const char *const *choices; /* ENUM names, NULL-terminated; value = index */
+    const char *auto_word;      /* INT: this word (e.g. "auto") is also accepted, as 0 */
 } mln_tunable_t;
 
 /*
@@ -98,7 +99,9 @@ typedef struct mln_config {
     int log_level;              /* MLN_LOG: a mln_log_level_t */
     char log_file[256];         /* MLN_LOG_FILE: "" = stderr; "%r" is replaced by the MPI rank */
     int stripe_backend;         /* MLN_STRIPE_BACKEND: a mln_stripe_backend_t */
-    int64_t stripe_lanes;       /* MLN_STRIPE_LANES: lanes (tcp sockets, mpi streams) per peer */
+    int64_t stripe_lanes;       /* MLN_STRIPE_LANES: lanes (tcp sockets, mpi streams) per peer;
+                                   0 = auto (tcp: per peer, from what the lanes measure) */
+    int64_t stripe_lanes_max;   /* MLN_STRIPE_LANES_MAX: auto's ceiling */
     int64_t stripe_helpers;     /* MLN_STRIPE_HELPERS: helper ranks per node (helper backend) */
     uint64_t stripe_threshold;  /* MLN_STRIPE_THRESHOLD: larger messages to remote peers stripe */
     uint64_t stripe_chunk;      /* MLN_STRIPE_CHUNK: largest chunk given to one lane */

@@ -59,9 +59,12 @@ static void describe_expected(const mln_tunable_t *t, char *buf, size_t len)
     switch (t->type) {
     case MLN_TUNABLE_INT:
         if (t->min < t->max)
-            snprintf(buf, len, "an integer from %" PRId64 " to %" PRId64, t->min, t->max);
+            used = (size_t)snprintf(buf, len, "an integer from %" PRId64 " to %" PRId64, t->min,
+                                    t->max);
         else
-            snprintf(buf, len, "an integer");
+            used = (size_t)snprintf(buf, len, "an integer");
+        if (t->auto_word != NULL && used < len)
+            snprintf(buf + used, len - used, ", or %s", t->auto_word);
         return;
     case MLN_TUNABLE_SIZE:
         if (t->min < t->max)
@@ -93,6 +96,11 @@ static int parse_value(const mln_tunable_t *t, const char *text, void *field)
 
     switch (t->type) {
     case MLN_TUNABLE_INT:
+        if (t->auto_word != NULL && strcasecmp(text, t->auto_word) == 0) {
+            iv = 0;
+            memcpy(field, &iv, sizeof(iv));
+            return 1;
+        }
         if (mln_parse_int(text, &iv) != MLN_OK)
             return 0;
         if (t->min < t->max && (iv < t->min || iv > t->max))

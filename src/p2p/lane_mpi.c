@@ -261,7 +261,7 @@ static int mpi_ready(mln_stripe_t *s, int peer)
 
 static void mpi_send_fill(mln_stripe_t *s, mln_req_t *r)
 {
-    int lanes = (int)s->cfg->stripe_lanes;
+    int lanes = mln_stripe_lanes_fixed(s);
 
     for (int route = 0; route < lanes && r->next_off < r->accept; route++) {
         if (route_load(s, r->peer_world, route) > 0)

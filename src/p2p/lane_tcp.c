@@ -74,8 +74,12 @@ static void out_take_back(tcp_out_t *o, const mln_req_t *r, int early)
  * fewer than `depth` chunks queued; 0 when one could not be had (no memory: retried). */
 static int tcp_hand_out(tcp_peer_t *p, mln_req_t *r, uint64_t end, int depth, uint32_t magic)
 {
+    /* the lanes in use, or more where auto cut the message for more (those that are up) */
+    const int want = r->lanes > p->active ? r->lanes : p->active;
+    const int lanes = want < p->nup ? want : p->nup;
+
     while (r->next_off < end) {
-        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, p->nout, depth);
+        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, lanes, depth);
         tcp_out_t *best;
         tcp_chunk_t *c;
         uint64_t len;
@@ -114,10 +118,10 @@ static uint64_t tcp_send_early(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
 {
     tcp_peer_t *p = &s->tcp->peers[r->peer_world];
 
-    if (p->state != PEER_UP || p->nout == 0 || r->next_off != 0)
+    if (p->state != PEER_UP || p->active == 0 || r->next_off != 0)
         return 0;
     if (!tcp_hand_out(p, r, bytes, INT32_MAX, TCP_EARLY_MAGIC)) { /* no memory: take back */
-        for (int i = 0; i < p->nout; i++)
+        for (int i = 0; i < p->nup; i++)
             out_take_back(&p->out[i], r, 1);
         r->next_off = 0;
         return 0;
@@ -292,7 +296,7 @@ static uint64_t tcp_send_abort(mln_stripe_t *s, mln_req_t *r)
 
     if (p->state != PEER_UP || r->next_off == 0)
         return 0;
-    for (int i = 0; i < p->nout; i++) {
+    for (int i = 0; i < p->nup; i++) { /* (auto may have used more lanes than it does now) */
         tcp_out_t *o = &p->out[i];
         tcp_chunk_t *end = calloc(1, sizeof(*end));
         out_take_back(o, r, 0);
@@ -681,6 +685,7 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
         moved |= mln_tcp_connect_progress(s, t->pfds, 0); /* deadlines */
     }
     mln_tcp_evidence(s, mln_stripe_now());
+    mln_tcp_auto_step(s, mln_stripe_now());
     mln_tcp_pending_expire(s, mln_stripe_now());
     return moved;
 }

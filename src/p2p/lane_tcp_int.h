@@ -78,10 +78,47 @@ typedef struct tcp_out {
 
 typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state_t;
 
+/* MLN_STRIPE_LANES=auto (tcp_auto.c): the lane count of one peer, found by measuring.  A
+ * level (a lane count) is warmed up (new lanes leave slow start), then measured over intervals
+ * in which a striped send to the peer was always moving: the bytes the peer's host acknowledged
+ * (TCP_INFO) per second.  Levels double while that raises the rate by AUTO_GAIN; the first that
+ * does not sends it back to the one before, where it settles, and from there it probes again
+ * now and then, up and down in turn. */
+typedef enum { AUTO_OFF, AUTO_GROW, AUTO_WARM, AUTO_MEASURE, AUTO_SETTLED } tcp_auto_phase_t;
+
+typedef struct tcp_auto {
+    tcp_auto_phase_t phase;
+    int level;         /* lanes being measured (or opened, in AUTO_GROW) */
+    int prev;          /* the level measured before it (0: none) */
+    double prev_rate;  /* its rate, bytes/s */
+    double t0;         /* the current interval's start */
+    double rtt;        /* the largest smoothed round trip of the lanes then (s) */
+    uint64_t acked0;   /* bytes acknowledged on the lanes up by then */
+    uint32_t retrans0; /* their retransmissions by then */
+    int busy;          /* a send to the peer was moving at every look of this interval */
+    double sum;        /* rates of this level's intervals */
+    int nsamples;
+    uint32_t retrans;    /* retransmissions over this level's intervals */
+    double settled_busy; /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
+    int probe_down;      /* the next probe from a settled level goes down */
+    double rate;         /* the settled level's rate (reports) */
+    double looked;       /* the last look (a gap between looks: the program was away) */
+    uint64_t win;        /* a lane's window (bytes in flight per round trip), 0: unknown */
+    int ceiling;         /* the most lanes a message is cut for (the settled level once there) */
+    double win_at;       /* when it was looked at */
+    uint64_t sending;    /* the last look (pass) that saw a striped send to the peer moving */
+} tcp_auto_t;
+
 typedef struct tcp_peer {
     tcp_peer_state_t state;
     tcp_out_t *out; /* our lanes to this peer (NULL until the first striped message) */
-    int nout;
+    int nout;       /* lanes opened: [0, nup) are up, [nup, nout) still connecting (auto) */
+    int nup;        /* lanes that may carry frames */
+    int active;     /* lanes [0, active) take new chunks: MLN_STRIPE_LANES, or auto's level */
+    int cap;        /* room in out[]: MLN_STRIPE_LANES, or MLN_STRIPE_LANES_MAX */
+    int grow_stop;  /* auto: a lane beyond the first ones failed to open: no more are tried */
+    double grow_deadline;
+    tcp_auto_t a;
     uint32_t tries[TCP_MAX_ADDRS + 1]; /* addresses to try, in order */
     int ntries, attempt;
     double deadline; /* of the attempt in progress */
@@ -143,6 +180,7 @@ struct mln_tcp_state {
     int warned;           /* connections without a hello were closed (said once) */
     int warned_stranger;  /* connections from no rank's address were closed (said once) */
     tcp_stash_t *stash;   /* early frames of messages whose header has not matched */
+    uint64_t auto_pass;   /* MLN_STRIPE_LANES=auto's looks (tcp_auto.c) */
 };
 
 /* tcp_conn.c */
@@ -174,6 +212,18 @@ size_t mln_tcp_wire_head(const mln_tcp_state_t *t);
 mln_status_t mln_tcp_open(mln_stripe_t *s);
 void mln_tcp_close(mln_stripe_t *s);
 void mln_tcp_out_lanes_close(tcp_peer_t *p);
+
+/* Opens lanes [p->nout, want) to peer (without blocking; they join once up): auto's growth.
+ * 0 when none could start (the peer keeps the lanes it has, and opens no more). */
+int mln_tcp_grow(mln_stripe_t *s, int peer, int want);
+
+/* tcp_auto.c */
+/* Lanes a peer starts with: MLN_STRIPE_LANES, or auto's first level. */
+int mln_tcp_auto_first(const mln_stripe_t *s);
+/* The peer's lanes just came up: auto starts measuring. */
+void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now);
+/* One look per progress pass: auto's intervals, samples and decisions for every peer. */
+void mln_tcp_auto_step(mln_stripe_t *s, double now);
 
 /* tcp_early.c */
 #define TCP_BAD_INDEX UINT64_MAX

@@ -332,11 +332,18 @@ static mln_lane_kind_t send_kind(mln_stripe_t *s, int dest_world)
     return MLN_LANE_TCP;
 }
 
-static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind)
+/* The lanes a message of `bytes` to peer_world goes over: helper routes, mpi lanes
+ * (MLN_STRIPE_LANES, 8 for auto), or the tcp lanes now in use (auto: its choice so far, or more
+ * for a message that fits one window per lane; before they are up, the first ones). */
+static int lanes_of(mln_stripe_t *s, mln_lane_kind_t kind, int peer_world, uint64_t bytes)
 {
+    int n;
+
     if (kind == MLN_LANE_HELPER)
         return 2 * (int)s->cfg->stripe_helpers + 1;
-    return (int)s->cfg->stripe_lanes;
+    if (kind == MLN_LANE_TCP && (n = mln_tcp_lanes_for(s, peer_world, bytes)) > 0)
+        return n;
+    return mln_stripe_lanes_fixed(s);
 }
 
 /*
@@ -362,14 +369,18 @@ static uint64_t early_bytes(const mln_stripe_t *s, const mln_req_t *r, int lanes
 }
 
 /*
- * Payload bytes per chunk for a message of `total` bytes: n / (4 lanes), within [64 KiB,
- * MLN_STRIPE_CHUNK], and large enough that the chunks of one message take at most a quarter of
- * the chunk tags (a receiver holds a message's tags until it is retired), and small enough for
- * one int-counted MPI message.  0 when no such chunk exists (a message too large for the tags).
+ * Payload bytes per chunk for a message of `total` bytes: n / (4 lanes), within [64 KiB (down to
+ * 16 KiB so that every lane gets a chunk), MLN_STRIPE_CHUNK], and large enough that the chunks
+ * of one message take at most a quarter of the chunk tags (a receiver holds a message's tags
+ * until it is retired), and small enough for one int-counted MPI message.  0 when no such chunk
+ * exists (a message too large for the tags).
  */
 static uint64_t choose_chunk(const mln_stripe_t *s, uint64_t total, int lanes)
 {
-    uint64_t chunk = mln_sched_chunk(total, lanes, 65536, s->cfg->stripe_chunk);
+    /* at least one chunk per lane where chunks of 16 KiB allow it (1 MiB over 32 lanes) */
+    const uint64_t per_lane = total / (uint64_t)(lanes > 0 ? lanes : 1);
+    const uint64_t min = per_lane > 65536 ? 65536 : per_lane < 16384 ? 16384 : per_lane;
+    uint64_t chunk = mln_sched_chunk(total, lanes, min, s->cfg->stripe_chunk);
     const uint64_t max_chunks = (uint64_t)(s->data_tag_hi - s->data_tag_lo + 1) / 4u;
 
     if (max_chunks > 0 && (total + chunk - 1) / chunk > max_chunks)
@@ -414,7 +425,8 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
         return MLN_OK;
     }
     r->kind = send_kind(s, dest_world);
-    r->chunk = choose_chunk(s, r->total, lanes_of(s, r->kind));
+    r->lanes = lanes_of(s, r->kind, dest_world, r->total);
+    r->chunk = choose_chunk(s, r->total, r->lanes);
     if (r->chunk == 0) {
         MLN_ERROR("mln_stripe_isend: %llu bytes need more chunk tags than MPI_TAG_UB leaves",
                   (unsigned long long)r->total);
@@ -424,7 +436,7 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
     r->hdr.chunk = r->chunk;
     r->state = MLN_REQ_CTS;
     mln_stripe_active_add(s, r);
-    r->early = early_bytes(s, r, lanes_of(s, r->kind));
+    r->early = early_bytes(s, r, r->lanes);
     if (r->early > 0) /* queued now, written as the lanes take them */
         r->early = s->lanes[r->kind]->send_early(s, r, r->early);
     r->hdr.early = r->next_off = r->early;

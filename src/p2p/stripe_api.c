@@ -239,6 +239,18 @@ int mln_stripe_lanes(void)
                                            : (int)s->cfg->stripe_lanes;
 }
 
+int mln_stripe_lanes_used(int peer_world)
+{
+    mln_stripe_t *s = mln_the_stripe;
+
+    if (s == NULL || peer_world < 0 || peer_world >= s->wsize)
+        return 0;
+    if (s->backend == MLN_STRIPE_TCP && !s->tcp_failed[peer_world])
+        return mln_tcp_lanes_active(s, peer_world);
+    return s->backend == MLN_STRIPE_HELPER ? 2 * (int)s->cfg->stripe_helpers + 1
+                                           : mln_stripe_lanes_fixed(s);
+}
+
 MPI_Comm mln_comm_world(void)
 {
     return mln_the_stripe ? mln_the_stripe->app : MPI_COMM_NULL;
@@ -406,7 +418,11 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
     s->next_msg_id = 1;
     MLN_CHECK(check_agreement(s), st, err_free);
     MLN_CHECK(check_thread_level(s), st, err_free);
-    MLN_CHECK(mln_fault_parse(s->cfg->stripe_fault, s->cfg->stripe_lanes, &s->fault), st, err_free);
+    MLN_CHECK(
+        mln_fault_parse(s->cfg->stripe_fault,
+                        s->cfg->stripe_lanes > 0 ? s->cfg->stripe_lanes : s->cfg->stripe_lanes_max,
+                        &s->fault),
+        st, err_free);
     MLN_CHECK(tags_setup(s), st, err_free);
     MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
     s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));

@@ -139,6 +139,7 @@ struct mln_stripe_request {
     uint64_t total;
     uint64_t accept;
     uint64_t chunk;
+    int lanes;           /* send: lanes it was cut for (tcp: it may use that many, auto) */
     uint64_t next_off;   /* send: first byte not yet given to a lane */
     uint64_t bytes_done; /* payload bytes written (send) or landed (receive) */
     int tag_base;
@@ -407,6 +408,13 @@ uint64_t mln_stripe_chunk_len(const mln_req_t *r, uint64_t index);
 mln_status_t mln_helper_serve(mln_stripe_t *s);
 int mln_helper_is_helper(const mln_stripe_t *s);
 
+/* MLN_STRIPE_LANES, or for auto the mpi lanes' count (auto sizes only the tcp lanes). */
+#define MLN_STRIPE_LANES_AUTO_MPI 8
+static inline int mln_stripe_lanes_fixed(const mln_stripe_t *s)
+{
+    return s->cfg->stripe_lanes > 0 ? (int)s->cfg->stripe_lanes : MLN_STRIPE_LANES_AUTO_MPI;
+}
+
 /* lane_tcp.c, for tests (tests/c): the listening port, and lanes opened by hand. */
 int mln_tcp_listen_port(const mln_stripe_t *s);
 int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world);
@@ -416,5 +424,14 @@ int mln_tcp_test_hello(mln_stripe_t *s, int peer_world, int lane, unsigned char 
 int mln_tcp_test_impostor(mln_stripe_t *s, int peer_world, int claimed);
 /* 1 once our tcp lanes to peer are open and none failed; 0 while they are not. */
 int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
+/* The tcp lanes that take new chunks to peer (MLN_STRIPE_LANES, or auto's choice so far); 0
+ * while they are not up (tcp_auto.c). */
+int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world);
+/* The tcp lanes a new message of `bytes` to peer should be cut for: those in use, or with
+ * auto, enough that a message up to AUTO_FLOOR_MAX fits one window per lane (lanes opened
+ * for it if need be); 0 while the lanes are not up (tcp_auto.c). */
+int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes);
+/* For tests: the tcp lanes to peer that are up (auto keeps the ones it opened). */
+int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);
 
 #endif /* MLN_STRIPE_INT_H */

@@ -242,7 +242,7 @@ void mln_tcp_out_lanes_close(tcp_peer_t *p)
     }
     free(p->out);
     p->out = NULL;
-    p->nout = 0;
+    p->nout = p->nup = p->active = 0;
 }
 
 void mln_tcp_close(mln_stripe_t *s)
@@ -269,29 +269,47 @@ void mln_tcp_close(mln_stripe_t *s)
 
 /* ---- connecting -------------------------------------------------------------------------- */
 
+/* The lane count a hello names: room for every lane the peer may open. */
+#define LANES_IN_HELLO(s)                                                                          \
+    ((s)->cfg->stripe_lanes > 0 ? (s)->cfg->stripe_lanes : (s)->cfg->stripe_lanes_max)
+
 /* Starts the non-blocking connects of attempt p->attempt; 0 when none could even start. */
-static int attempt_start(mln_stripe_t *s, int peer)
+/* Starts a non-blocking connect of lane p->nout to the address of attempt p->attempt; 0 when it
+ * could not even start. */
+static int lane_start(mln_stripe_t *s, int peer)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
-    const int nlanes = (int)s->cfg->stripe_lanes;
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = s->tcp->cards[peer].port,
                              .sin_addr.s_addr = p->tries[p->attempt]};
-
     /* MLN_STRIPE_IFACE: from that interface's address, the one the peer admits lanes from */
     const struct sockaddr_in from = {.sin_family = AF_INET,
                                      .sin_addr.s_addr = s->tcp->cards[s->wrank].addrs[0]};
     const int bind_from = s->cfg->stripe_addr[0] != '\0';
+    tcp_out_t *o = &p->out[p->nout];
 
-    for (p->nout = 0; p->nout < nlanes; p->nout++) {
-        tcp_out_t *o = &p->out[p->nout];
-        *o = (tcp_out_t){.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
-                         .lane = p->nout};
-        if (o->fd < 0 || mln_tcp_tune(s, o->fd) != MLN_OK ||
-            (bind_from && bind(o->fd, (const struct sockaddr *)&from, sizeof(from)) == -1) ||
-            (connect(o->fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno != EINPROGRESS)) {
-            if (o->fd >= 0)
-                close(o->fd);
+    *o = (tcp_out_t){.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+                     .lane = p->nout};
+    if (o->fd < 0 || mln_tcp_tune(s, o->fd) != MLN_OK ||
+        (bind_from && bind(o->fd, (const struct sockaddr *)&from, sizeof(from)) == -1) ||
+        (connect(o->fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno != EINPROGRESS)) {
+        if (o->fd >= 0)
+            close(o->fd);
+        return 0;
+    }
+    p->nout++;
+    return 1;
+}
+
+/* Starts the non-blocking connects of attempt p->attempt: the lanes a peer starts with
+ * (MLN_STRIPE_LANES, or auto's first level); 0 when one could not even start. */
+static int attempt_start(mln_stripe_t *s, int peer)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    const int nlanes = mln_tcp_auto_first(s);
+
+    for (p->nout = 0; p->nout < nlanes;) {
+        if (!lane_start(s, peer)) {
             while (p->nout > 0)
                 close(p->out[--p->nout].fd);
             return 0;
@@ -299,6 +317,42 @@ static int attempt_start(mln_stripe_t *s, int peer)
     }
     p->deadline = mln_stripe_now() + TCP_CONNECT_TIMEOUT_S;
     return 1;
+}
+
+int mln_tcp_grow(mln_stripe_t *s, int peer, int want)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    const int from = p->nout;
+
+    if (p->state != PEER_UP || p->grow_stop)
+        return 0;
+    if (want > p->cap)
+        want = p->cap;
+    while (p->nout < want && lane_start(s, peer))
+        ;
+    if (p->nout == from) {
+        p->grow_stop = 1;
+        return 0;
+    }
+    MLN_DEBUG("tcp: opening lanes %d-%d to world rank %d", from, p->nout - 1, peer);
+    p->grow_deadline = mln_stripe_now() + TCP_CONNECT_TIMEOUT_S;
+    return 1;
+}
+
+/* Lanes [p->nup, p->nout) did not all open: they are closed (none carried a frame) and the peer
+ * opens no more; it keeps the lanes it has. */
+static void grow_failed(mln_stripe_t *s, int peer, const char *why)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    MLN_DEBUG("tcp: more lanes to world rank %d did not open (%s): it keeps %d", peer, why, p->nup);
+    while (p->nout > p->nup) {
+        tcp_out_t *o = &p->out[--p->nout];
+        if (o->fd >= 0)
+            close(o->fd);
+        mln_link_wipe(&o->link);
+    }
+    p->grow_stop = 1;
 }
 
 /* The attempt in progress failed: the next address, or the lanes to peer are lost. */
@@ -337,7 +391,8 @@ int mln_tcp_ready(mln_stripe_t *s, int peer)
         p->tries[p->ntries++] = htonl(INADDR_LOOPBACK);
     for (int i = 0; i < card->naddrs; i++)
         p->tries[p->ntries++] = card->addrs[i];
-    p->out = calloc((size_t)s->cfg->stripe_lanes, sizeof(*p->out));
+    p->cap = s->cfg->stripe_lanes > 0 ? (int)s->cfg->stripe_lanes : (int)s->cfg->stripe_lanes_max;
+    p->out = calloc((size_t)p->cap, sizeof(*p->out));
     if (p->out == NULL) {
         p->state = PEER_FAILED;
         return 0;
@@ -359,7 +414,7 @@ static int lane_connected(mln_stripe_t *s, int peer, tcp_out_t *o)
 {
     const tcp_peer_t *p = &s->tcp->peers[peer];
     const mln_link_hello_t h = {
-        .lane = (uint32_t)o->lane, .nlanes = (uint32_t)p->nout, .src = s->wrank, .dst = peer};
+        .lane = (uint32_t)o->lane, .nlanes = (uint32_t)p->cap, .src = s->wrank, .dst = peer};
     unsigned char hello[MLN_LINK_HELLO_BYTES];
     int err = 0;
     socklen_t len = sizeof(err);
@@ -425,13 +480,14 @@ int mln_tcp_connect_progress(mln_stripe_t *s, const struct pollfd *pfds, int n)
 
     for (int peer = 0; peer < s->wsize; peer++) {
         tcp_peer_t *p = &t->peers[peer];
-        int up = 1, failed = 0;
+        int up = 1, failed = 0, grown = 0;
+        const int growing = p->state == PEER_UP && p->nup < p->nout;
 
-        if (p->state != PEER_CONNECTING)
+        if (p->state != PEER_CONNECTING && !growing)
             continue;
         const char *why = NULL;
 
-        for (int i = 0; i < p->nout && !failed; i++) {
+        for (int i = growing ? p->nup : 0; i < p->nout && !failed; i++) {
             tcp_out_t *o = &p->out[i];
             if (o->connected)
                 continue;
@@ -448,10 +504,19 @@ int mln_tcp_connect_progress(mln_stripe_t *s, const struct pollfd *pfds, int n)
                 } else if (lane_challenge(peer, o, &why) < 0) {
                     failed = 1;
                 }
-                moved = 1;
+                moved = grown = 1;
                 break;
             }
             up &= o->connected;
+        }
+        if (growing) {
+            while (!failed && p->nup < p->nout && p->out[p->nup].connected)
+                p->nup++;
+            if (failed)
+                grow_failed(s, peer, why);
+            else if (p->nup < p->nout && now > p->grow_deadline && !grown)
+                grow_failed(s, peer, "timed out");
+            continue;
         }
         if (failed) {
             attempt_failed(s, peer, why);
@@ -461,6 +526,8 @@ int mln_tcp_connect_progress(mln_stripe_t *s, const struct pollfd *pfds, int n)
             MLN_DEBUG("tcp: %d lanes to world rank %d via %s:%u", p->nout, peer, text,
                       (unsigned)ntohs(t->cards[peer].port));
             p->state = PEER_UP;
+            p->nup = p->active = p->nout;
+            mln_tcp_auto_start(s, peer, now);
         } else if (now > p->deadline) {
             attempt_failed(s, peer, "timed out");
             moved = 1;
@@ -758,7 +825,7 @@ void mln_tcp_evidence(mln_stripe_t *s, double now)
         if (p->state != PEER_UP || now - p->checked < period)
             continue;
         p->checked = now;
-        for (int i = 0; i < p->nout; i++) {
+        for (int i = 0; i < p->nup; i++) {
             struct tcp_info ti;
             socklen_t len = sizeof(ti);
             if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
@@ -819,7 +886,7 @@ int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world)
 int mln_tcp_test_hello(mln_stripe_t *s, int peer_world, int lane, unsigned char *out)
 {
     const mln_link_hello_t h = {.lane = (uint32_t)lane,
-                                .nlanes = (uint32_t)s->cfg->stripe_lanes,
+                                .nlanes = (uint32_t)LANES_IN_HELLO(s),
                                 .src = s->wrank,
                                 .dst = peer_world};
     mln_link_t l;
@@ -920,7 +987,7 @@ int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, 
 int mln_tcp_test_impostor(mln_stripe_t *s, int peer_world, int claimed)
 {
     const mln_link_hello_t h = {
-        .lane = 0, .nlanes = (uint32_t)s->cfg->stripe_lanes, .src = claimed, .dst = peer_world};
+        .lane = 0, .nlanes = (uint32_t)LANES_IN_HELLO(s), .src = claimed, .dst = peer_world};
     const struct timeval wait = {.tv_sec = 10};
     unsigned char hello[MLN_LINK_HELLO_BYTES], challenge[MLN_LINK_CHALLENGE_BYTES];
     unsigned char resp[MLN_LINK_RESPONSE_BYTES] = {0}, b;

@@ -3,7 +3,8 @@
  * checked.  One program, sub-tests chosen with --test; it sets the MLN_STRIPE_* tunables from
  * its options before mln_init, so the same test runs each backend:
  *
- *   mpi_stripe --backend tcp|mpi|helper [--lanes N] [--helpers K] [--local 0|1]
+ *   mpi_stripe --backend tcp|mpi|helper [--lanes N|auto] [--lanes-max N] [--helpers K] [--local
+ * 0|1]
  *              [--threshold SIZE] [--progress call|thread] [--fault SPEC]
  *              [--stripe-timeout S] [--stripe-port P] [--watchdog S] [--until FILE]
  *              [--test all|NAME[,NAME...]]
@@ -27,6 +28,7 @@
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "stripe_check.h"
+#include "stripe_int.h" /* mln_stripe_engine, mln_tcp_lanes_open */
 
 #include <signal.h>
 #include <stdint.h>
@@ -216,6 +218,74 @@ static void t_exchange(tctx_t *t)
         free(out);
         free(in);
     }
+}
+
+/* MLN_STRIPE_LANES=auto (--lanes auto): rounds of four 4 MiB messages each way until both
+ * ranks' lanes to their partner grew past auto's first level (its first measurement always
+ * tries twice the lanes; --lanes-max caps it), then eight more rounds on whatever level it
+ * chose; every byte checked, the lane counts within [1, MLN_STRIPE_LANES_MAX].  tcp only; the
+ * communicator is the world (no helper ranks with tcp). */
+static void t_auto(tctx_t *t)
+{
+    enum { N = 4, MAX_ROUNDS = 400, AFTER = 8 };
+    const int64_t n = 4 * MIB + 5;
+    const int first = t->opt->lanes_max < 4 ? t->opt->lanes_max : 4;
+    const int want = 2 * first < t->opt->lanes_max ? 2 * first : t->opt->lanes_max;
+    uint8_t *out = xmalloc(N * n), *in = xmalloc(N * n);
+    int grown = 0, after = 0, round = 0, open = 0, used = 0;
+
+    if (t->partner < 0 || t->opt->lanes != 0 || strcmp(t->opt->backend, "tcp") != 0) {
+        if (t->opt->lanes != 0 || strcmp(t->opt->backend, "tcp") != 0)
+            fail(t, "auto: needs --backend tcp --lanes auto");
+        free(out);
+        free(in);
+        return;
+    }
+    for (int i = 0; i < N; i++)
+        fill(out + i * n, n, t->rank, i);
+    for (; round < MAX_ROUNDS && after < AFTER && t->ok; round++) {
+        mln_request_t reqs[2 * N];
+        MPI_Status st[2 * N];
+        int mine, both = 0;
+
+        memset(in, 0, (size_t)(N * n));
+        for (int i = 0; i < N; i++) {
+            reqs[i] = reqs[N + i] = MLN_REQUEST_NULL;
+            expect(t,
+                   mln_stripe_irecv(in + i * n, n, MPI_BYTE, t->partner, t->tag + i, t->comm,
+                                    &reqs[i]),
+                   MLN_OK, "auto: irecv");
+        }
+        for (int i = 0; i < N; i++)
+            expect(t,
+                   mln_stripe_isend(out + i * n, n, MPI_BYTE, t->partner, t->tag + i, t->comm,
+                                    &reqs[N + i]),
+                   MLN_OK, "auto: isend");
+        if (!expect(t, mln_stripe_waitall(2 * N, reqs, st), MLN_OK, "auto: waitall"))
+            break;
+        for (int i = 0; i < N; i++)
+            if (!check_status(t, &st[i], t->partner, t->tag + i, n, "auto") ||
+                !check(t, in + i * n, n, t->partner, i, "auto"))
+                break;
+        open = mln_tcp_lanes_open(mln_stripe_engine(), t->partner);
+        used = mln_stripe_lanes_used(t->partner);
+        if (used < 1 || used > t->opt->lanes_max || used > open)
+            fail(t, "auto: %d lanes used of %d open (MLN_STRIPE_LANES_MAX %d)", used, open,
+                 t->opt->lanes_max);
+        mine = open >= want;
+        MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_LAND, t->comm);
+        grown |= both;
+        after += grown;
+    }
+    if (t->ok && !grown)
+        fail(t,
+             "auto: after %d rounds %d lanes open to rank %d, expected %d (auto's first "
+             "level, measured, tries twice the lanes)",
+             round, open, t->partner, want);
+    if (t->ok && t->rank == 0)
+        printf("# auto: %d rounds, %d lanes open, %d used at the end\n", round, open, used);
+    free(out);
+    free(in);
 }
 
 /* 64 messages of mixed sizes in flight each way at once, five tags interleaved. */
@@ -617,6 +687,7 @@ static const subtest_t subtests[] = {
     {"order", t_order, 1, 1},
     {"anysrc", t_anysrc, 1, 1},
     {"exchange", t_exchange, 1, 1},
+    {"auto", t_auto, 0, 2},
     {"many", t_many, 1, 1},
     {"blocking", t_blocking, 1, 1},
     {"test", t_test, 1, 1},
@@ -663,7 +734,8 @@ static int usage(const char *why, int verbose)
     if (!verbose)
         return 2;
     fprintf(stderr,
-            "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N] "
+            "mpi_stripe: %s\nusage: mpi_stripe --backend tcp|mpi|helper [--lanes N|auto] "
+            "[--lanes-max N] "
             "[--helpers K] [--local 0|1] [--threshold SIZE] [--progress call|thread] [--fault "
             "reset:LANE:BYTES] "
             "[--stripe-timeout S] [--stripe-port P] [--tags N] [--fault-rank R] [--early SIZE "

@@ -295,6 +295,7 @@ void stripe_options_init(options_t *o)
                      .threshold = "256K",
                      .progress = "call",
                      .lanes = 4,
+                     .lanes_max = 64,
                      .helpers = 1,
                      .local = 1,
                      .stripe_timeout = 10,
@@ -313,8 +314,12 @@ int stripe_option(options_t *o, const char *name, const char *val)
         o->threshold = val;
     else if (!strcmp(name, "--progress") && (!strcmp(val, "call") || !strcmp(val, "thread")))
         o->progress = val;
+    else if (!strcmp(name, "--lanes") && !strcmp(val, "auto"))
+        o->lanes = 0;
     else if (!strcmp(name, "--lanes"))
         num = &o->lanes;
+    else if (!strcmp(name, "--lanes-max"))
+        num = &o->lanes_max;
     else if (!strcmp(name, "--helpers"))
         num = &o->helpers;
     else if (!strcmp(name, "--local"))
@@ -356,7 +361,9 @@ int stripe_tunables_set(const options_t *o, const char *fault)
 
     rc |= setenv("MLN_STRIPE_BACKEND", o->backend, 1);
     snprintf(num, sizeof(num), "%d", o->lanes);
-    rc |= setenv("MLN_STRIPE_LANES", num, 1);
+    rc |= setenv("MLN_STRIPE_LANES", o->lanes > 0 ? num : "auto", 1);
+    snprintf(num, sizeof(num), "%d", o->lanes_max);
+    rc |= setenv("MLN_STRIPE_LANES_MAX", num, 1);
     snprintf(num, sizeof(num), "%d", o->helpers);
     rc |= setenv("MLN_STRIPE_HELPERS", num, 1);
     rc |= setenv("MLN_STRIPE_LOCAL", o->local ? "1" : "0", 1);

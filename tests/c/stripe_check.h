@@ -19,8 +19,9 @@ typedef struct options {
     const char *tests;
     const char *fault;
     const char *threshold;
-    const char *progress; /* MLN_STRIPE_PROGRESS: call or thread */
-    int lanes, helpers, local, stripe_timeout, watchdog;
+    const char *progress;                                /* MLN_STRIPE_PROGRESS: call or thread */
+    int lanes, helpers, local, stripe_timeout, watchdog; /* lanes 0: --lanes auto */
+    int lanes_max;                                       /* MLN_STRIPE_LANES_MAX (--lanes-max) */
     int tags;          /* MLN_STRIPE_TAGS (0: all of MPI_TAG_UB) */
     int fault_rank;    /* the world rank that gets MLN_STRIPE_FAULT */
     int fault_set;     /* --fault was given */

@@ -1,0 +1,331 @@
+/*
+ * tcp_auto.c - MLN_STRIPE_LANES=auto: each peer's tcp lane count follows its path (issue 20).
+ *
+ * One TCP connection is capped by its window (W / RTT), by loss or by a per-flow policer, so
+ * a long fat path needs many lanes; a short or capped one needs few, and too many overflow the
+ * bottleneck's queue.  The sender finds the count per peer by measuring what the lanes carry:
+ *
+ *   warm     a new level (lane count) runs for AUTO_WARM_RTTS round trips unmeasured, so that
+ *            lanes just opened leave slow start
+ *   measure  AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in
+ *            which a striped send to the peer was moving at every look (looks no further apart
+ *            than AUTO_GAP_S): the rate is the bytes the peer's host acknowledged on all our
+ *            lanes to it (TCP_INFO tcpi_bytes_acked) per second; an interval in which the
+ *            program had nothing to send (or was away, computing) measures the program, not
+ *            the path, and is dropped
+ *   decide   from AUTO_FIRST lanes, the level doubles (lanes opened without blocking, joining
+ *            once up) while that raises the rate by AUTO_GAIN; the first level that does not,
+ *            or whose extra lanes only caused loss, sends it back to the level before, where
+ *            it settles
+ *   probe    a settled peer probes again after AUTO_REPROBE_S seconds of measured traffic, up
+ *            and down in turn: twice the lanes are kept if they raise the rate by AUTO_GAIN,
+ *            half if they keep AUTO_KEEP of it; otherwise the probe is undone
+ *
+ * A message (up to AUTO_FLOOR_MAX) is also cut for enough lanes that each carries at most one
+ * window (the peer's advertised receive window, TCP_INFO tcpi_snd_wnd, within half the send
+ * buffer): its bytes are then all in flight in the first round trip, as a latency-bound
+ * exchange (a ping-pong) needs; a single message then has no more bytes in flight than its own.
+ * Once the measurements settled on a level, that level is the most a message gets (messages
+ * streamed back to back would otherwise overflow a queue the measurements found).
+ *
+ * Every decision is logged at debug level (the rates, the retransmissions); the settled count
+ * is what mln_stripe_lanes_used() reports.  A fixed MLN_STRIPE_LANES keeps auto off.
+ *
+ * Cost: one TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S);
+ * O(peers) per progress pass otherwise.  Finding the count on a path of round trip R from
+ * AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES x
+ * AUTO_SAMPLE_RTTS) x R of traffic (4 to 64 lanes at 60 ms: about 4 x 8 x 60 ms = 2 s).
+ */
+#include "lane_tcp_int.h"
+
+#include <linux/tcp.h> /* the kernel's struct tcp_info (glibc's lacks tcpi_bytes_acked) */
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define AUTO_FIRST 4              /* lanes a peer starts with */
+#define AUTO_GAIN 1.10            /* a doubling must raise the rate this much to be kept */
+#define AUTO_KEEP 0.97            /* half the lanes must keep this much of the rate to be kept */
+#define AUTO_WARM_RTTS 4.0        /* round trips a new level runs before it is measured */
+#define AUTO_SAMPLE_RTTS 2.0      /* round trips per measured interval */
+#define AUTO_SAMPLES 2            /* intervals per level */
+#define AUTO_MIN_S 0.02           /* no interval is shorter (loopback, a LAN) */
+#define AUTO_MAX_S 1.0            /* nor longer */
+#define AUTO_REPROBE_S 20.0       /* seconds of measured traffic between probes of a settled peer */
+#define AUTO_DEFAULT_RTT 0.01     /* before any lane has a round trip */
+#define AUTO_GAP_S 0.05           /* looks further apart than this: the program was away */
+#define AUTO_FLOOR_MAX (8u << 20) /* messages up to this size get one window per lane */
+#define AUTO_WIN_AGE_S 1.0        /* the window is looked at again after this long */
+
+int mln_tcp_auto_first(const mln_stripe_t *s)
+{
+    const int max = (int)s->cfg->stripe_lanes_max;
+
+    if (s->cfg->stripe_lanes > 0)
+        return (int)s->cfg->stripe_lanes;
+    return max < AUTO_FIRST ? max : AUTO_FIRST;
+}
+
+/* The sum of bytes acknowledged and retransmissions over lanes [0, n), and their largest
+ * smoothed round trip (seconds). */
+static void lanes_info(const tcp_peer_t *p, int n, uint64_t *acked, uint32_t *retrans, double *rtt)
+{
+    *acked = 0;
+    *retrans = 0;
+    *rtt = 0;
+    for (int i = 0; i < n; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
+            continue;
+        *acked += ti.tcpi_bytes_acked;
+        *retrans += ti.tcpi_total_retrans;
+        if (ti.tcpi_rtt / 1e6 > *rtt)
+            *rtt = ti.tcpi_rtt / 1e6;
+    }
+    if (*rtt <= 0)
+        *rtt = AUTO_DEFAULT_RTT;
+}
+
+static double clamp_s(double seconds)
+{
+    return seconds < AUTO_MIN_S ? AUTO_MIN_S : seconds > AUTO_MAX_S ? AUTO_MAX_S : seconds;
+}
+
+/* Starts an interval of the current level at now. */
+static void interval_start(tcp_peer_t *p, double now)
+{
+    lanes_info(p, p->nup, &p->a.acked0, &p->a.retrans0, &p->a.rtt);
+    p->a.t0 = now;
+    p->a.busy = 1;
+}
+
+/* The level to run next: lanes [0, level) take chunks once they are up (opened if need be). */
+static void level_set(mln_stripe_t *s, int peer, int level, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    p->a.level = level;
+    p->a.sum = 0;
+    p->a.nsamples = 0;
+    p->a.retrans = 0;
+    if (level > p->nout && !mln_tcp_grow(s, peer, level) && p->nup < level)
+        p->a.level = level = p->nup; /* no more lanes open: measure what there is */
+    if (level > p->nup) {
+        p->a.phase = AUTO_GROW;
+        return;
+    }
+    p->active = level;
+    p->a.phase = AUTO_WARM;
+    interval_start(p, now);
+}
+
+static void settle(mln_stripe_t *s, int peer, int level, double rate, const char *why)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    MLN_DEBUG("tcp auto: world rank %d settles on %d lanes (%.0f Mbit/s): %s", peer, level,
+              rate * 8e-6, why);
+    p->active = p->a.level = p->a.ceiling = level;
+    p->a.rate = rate;
+    p->a.prev = 0;
+    p->a.settled_busy = 0;
+    p->a.sum = 0;
+    p->a.nsamples = 0;
+    p->a.retrans = 0;
+    p->a.phase = AUTO_SETTLED;
+    interval_start(p, mln_stripe_now());
+}
+
+void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    p->a = (tcp_auto_t){.phase = AUTO_OFF, .ceiling = p->cap};
+    if (s->cfg->stripe_lanes > 0)
+        return;
+    p->a.prev = 0;
+    level_set(s, peer, p->nup, now);
+}
+
+/* A level measured at `rate` (bytes/s) with `retrans` retransmissions: the next step. */
+static void decide(mln_stripe_t *s, int peer, double rate, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    const int level = p->a.level, prev = p->a.prev, max = p->cap;
+
+    MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions%s", peer, level,
+              rate * 8e-6, p->a.retrans, prev ? "" : " (first level)");
+    if (prev != 0 && rate < p->a.prev_rate * (prev < level ? AUTO_GAIN : AUTO_KEEP)) {
+        /* no better than the level before (up: by AUTO_GAIN; down: all but 3% of it) */
+        settle(s, peer, prev, p->a.prev_rate,
+               prev < level ? (rate < p->a.prev_rate && p->a.retrans > 0
+                                   ? "more lanes lowered the rate, with retransmissions"
+                                   : "more lanes did not raise the rate by 10%")
+                            : "fewer lanes lost more than 3% of the rate");
+        return;
+    }
+    if (prev > level) { /* a probe down held the rate: fewer lanes will do */
+        settle(s, peer, level, rate, "fewer lanes keep the rate");
+        return;
+    }
+    if (level >= max || (p->grow_stop && level >= p->nup)) {
+        settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
+        return;
+    }
+    p->a.prev = level;
+    p->a.prev_rate = rate;
+    level_set(s, peer, 2 * level < max ? 2 * level : max, now);
+}
+
+/* From a settled level, a probe: up (if there is room) and down in turn. */
+static void probe(mln_stripe_t *s, int peer, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    const int level = p->a.level;
+    int next = p->a.probe_down ? level / 2 : 2 * level;
+
+    p->a.probe_down = !p->a.probe_down;
+    if (next > p->cap)
+        next = p->cap;
+    if (next < 1 || next == level || (next > level && p->grow_stop && next > p->nup)) {
+        p->a.settled_busy = 0;
+        return;
+    }
+    MLN_DEBUG("tcp auto: world rank %d: probing %d lanes (settled on %d)", peer, next, level);
+    p->a.prev = level;
+    p->a.prev_rate = p->a.rate;
+    level_set(s, peer, next, now);
+}
+
+void mln_tcp_auto_step(mln_stripe_t *s, double now)
+{
+    mln_tcp_state_t *t = s->tcp;
+
+    if (s->cfg->stripe_lanes > 0)
+        return;
+    t->auto_pass++;
+    for (const mln_req_t *r = s->active; r; r = r->next)
+        if (r->is_send && r->kind == MLN_LANE_TCP && r->peer_world >= 0 &&
+            (r->state == MLN_REQ_DATA || r->state == MLN_REQ_CTS))
+            t->peers[r->peer_world].a.sending = t->auto_pass;
+    for (int peer = 0; peer < s->wsize; peer++) {
+        tcp_peer_t *p = &t->peers[peer];
+        uint64_t acked;
+        uint32_t retrans;
+        double rtt, span, rate;
+
+        double last;
+
+        if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
+            continue;
+        if (p->a.phase == AUTO_GROW) {
+            if (p->nup >= p->a.level || p->nup == p->nout) /* up, or the rest did not open */
+                level_set(s, peer, p->nup < p->a.level ? p->nup : p->a.level, now);
+            continue;
+        }
+        last = p->a.looked;
+        p->a.looked = now;
+        if (p->a.sending != t->auto_pass || now - last > AUTO_GAP_S) {
+            MLN_TRACE("tcp auto: world rank %d: %s", peer,
+                      p->a.sending != t->auto_pass ? "nothing to send" : "a gap between looks");
+            p->a.busy = 0; /* the program had nothing for the lanes: not the path's rate */
+            continue;
+        }
+        span = now - p->a.t0;
+        if (span <
+            clamp_s((p->a.phase == AUTO_WARM ? AUTO_WARM_RTTS : AUTO_SAMPLE_RTTS) * p->a.rtt))
+            continue;
+        lanes_info(p, p->nup, &acked, &retrans, &rtt);
+        if (p->a.phase == AUTO_WARM) {
+            p->a.phase = AUTO_MEASURE;
+            interval_start(p, now);
+            continue;
+        }
+        if (!p->a.busy) {
+            interval_start(p, now); /* an interval with a gap: measured again */
+            continue;
+        }
+        rate = (double)(acked - p->a.acked0) / span;
+        p->a.retrans += retrans - p->a.retrans0;
+        interval_start(p, now);
+        if (p->a.phase == AUTO_SETTLED) {
+            p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
+            p->a.nsamples = 1;
+            p->a.settled_busy += span;
+            if (p->a.settled_busy >= AUTO_REPROBE_S)
+                probe(s, peer, now);
+            continue;
+        }
+        p->a.sum += rate;
+        if (++p->a.nsamples >= AUTO_SAMPLES)
+            decide(s, peer, p->a.sum / p->a.nsamples, now);
+    }
+}
+
+int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world)
+{
+    const tcp_peer_t *p;
+
+    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
+        return 0;
+    p = &s->tcp->peers[peer_world];
+    return p->state == PEER_UP ? p->active : 0;
+}
+
+int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world)
+{
+    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
+        return 0;
+    return s->tcp->peers[peer_world].state == PEER_UP ? s->tcp->peers[peer_world].nup : 0;
+}
+
+/* One lane's window: the peer's advertised receive window, within half our send buffer (the
+ * kernel keeps the other half for its own bookkeeping); 0 when unknown. */
+static uint64_t lane_window(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int sndbuf = 0;
+    socklen_t blen = sizeof(sndbuf);
+    uint64_t w;
+
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_snd_wnd == 0)
+        return 0;
+    w = ti.tcpi_snd_wnd;
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &blen) == 0 && sndbuf > 0 &&
+        (uint64_t)sndbuf / 2 < w)
+        w = (uint64_t)sndbuf / 2;
+    return w;
+}
+
+int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes)
+{
+    tcp_peer_t *p;
+    uint64_t need;
+    const double now = mln_stripe_now();
+
+    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
+        return 0;
+    p = &s->tcp->peers[peer_world];
+    if (p->state != PEER_UP)
+        return 0;
+    if (s->cfg->stripe_lanes > 0 || bytes > AUTO_FLOOR_MAX)
+        return p->active;
+    if (now - p->a.win_at > AUTO_WIN_AGE_S) {
+        p->a.win = lane_window(p->out[0].fd);
+        p->a.win_at = now;
+    }
+    if (p->a.win == 0)
+        return p->active;
+    need = (bytes + p->a.win - 1) / p->a.win;
+    if (need > (uint64_t)p->a.ceiling)
+        need = (uint64_t)p->a.ceiling;
+    if ((int)need <= p->active)
+        return p->active;
+    if ((int)need > p->nout && !p->grow_stop && p->a.phase != AUTO_GROW) {
+        MLN_DEBUG("tcp auto: world rank %d: %llu-byte messages want %d lanes (window %llu B)",
+                  peer_world, (unsigned long long)bytes, (int)need, (unsigned long long)p->a.win);
+        mln_tcp_grow(s, peer_world, (int)need);
+    }
+    return (int)need < p->nup ? (int)need : p->nup;
+}
