@@ -607,6 +607,9 @@ NAS_IS = _nas(
         ),
         "buckets": Option("--buckets", _count(1, 2**30, "buckets"), "buckets B dividing K"),
         "iters": Option("--iters", _count(1, 64, "iterations"), "timed iterations (1 to 64)"),
+        "warmup": Option(
+            "--warmup", _count(0, 1, "untimed iterations"), "untimed first iteration (0 or 1)"
+        ),
     },
 )
 NAS_MG = _nas(
