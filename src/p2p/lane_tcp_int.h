@@ -82,8 +82,8 @@ typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state
  * level (a lane count) is warmed up (new lanes leave slow start), then measured over intervals
  * in which a striped send to the peer was always moving: the bytes the peer's host acknowledged
  * (TCP_INFO) per second.  Levels double while that raises the rate by AUTO_GAIN; the first that
- * does not sends it back to the one before, where it settles, and from there it probes again
- * now and then, up and down in turn. */
+ * does not sends it back to the one before, where it settles; a settled peer whose lanes are
+ * window-bound probes twice the lanes now and then. */
 typedef enum { AUTO_OFF, AUTO_GROW, AUTO_WARM, AUTO_MEASURE, AUTO_SETTLED } tcp_auto_phase_t;
 
 typedef struct tcp_auto {
@@ -100,11 +100,9 @@ typedef struct tcp_auto {
     int nsamples;
     uint32_t retrans;    /* retransmissions over this level's intervals */
     double settled_busy; /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
-    int probe_down;      /* the next probe from a settled level goes down */
     double rate;         /* the settled level's rate (reports) */
     double looked;       /* the last look (a gap between looks: the program was away) */
     uint64_t win;        /* a lane's window (bytes in flight per round trip), 0: unknown */
-    int ceiling;         /* the most lanes a message is cut for (the settled level once there) */
     double win_at;       /* when it was looked at */
     uint64_t sending;    /* the last look (pass) that saw a striped send to the peer moving */
 } tcp_auto_t;

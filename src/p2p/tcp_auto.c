@@ -5,8 +5,8 @@
  * a long fat path needs many lanes; a short or capped one needs few, and too many overflow the
  * bottleneck's queue.  The sender finds the count per peer by measuring what the lanes carry:
  *
- *   warm     a new level (lane count) runs for AUTO_WARM_RTTS round trips unmeasured, so that
- *            lanes just opened leave slow start
+ *   warm     a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
+ *            unmeasured, so that lanes just opened leave slow start
  *   measure  AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in
  *            which a striped send to the peer was moving at every look (looks no further apart
  *            than AUTO_GAP_S): the rate is the bytes the peer's host acknowledged on all our
@@ -16,17 +16,20 @@
  *   decide   from AUTO_FIRST lanes, the level doubles (lanes opened without blocking, joining
  *            once up) while that raises the rate by AUTO_GAIN; the first level that does not,
  *            or whose extra lanes only caused loss, sends it back to the level before, where
- *            it settles
- *   probe    a settled peer probes again after AUTO_REPROBE_S seconds of measured traffic, up
- *            and down in turn: twice the lanes are kept if they raise the rate by AUTO_GAIN,
- *            half if they keep AUTO_KEEP of it; otherwise the probe is undone
+ *            it settles.  A level whose lanes are window-bound (the rate at least AUTO_WINDOW
+ *            of level x window / round trip: every lane carries all its window allows, so the
+ *            path has room) doubles after its first interval, without waiting for the others
+ *   probe    a settled peer whose lanes are window-bound probes twice the lanes again after
+ *            AUTO_REPROBE_S seconds of measured traffic (the path may have freed up); kept if
+ *            they raise the rate by AUTO_GAIN, else undone.  It never probes down: a level it
+ *            settled on had beaten the one below by AUTO_GAIN
  *
- * A message (up to AUTO_FLOOR_MAX) is also cut for enough lanes that each carries at most one
- * window (the peer's advertised receive window, TCP_INFO tcpi_snd_wnd, within half the send
- * buffer): its bytes are then all in flight in the first round trip, as a latency-bound
- * exchange (a ping-pong) needs; a single message then has no more bytes in flight than its own.
- * Once the measurements settled on a level, that level is the most a message gets (messages
- * streamed back to back would otherwise overflow a queue the measurements found).
+ * A message (up to AUTO_FLOOR_MAX) that finds no other send to its peer on the lanes (a
+ * latency-bound exchange, a ping-pong) is cut for enough lanes that each carries at most
+ * AUTO_SHARE of a window (the peer's advertised receive window, TCP_INFO tcpi_snd_wnd, within
+ * half the send buffer), lanes opened for it if need be: its bytes are then in flight in the
+ * first round trip, and it has no more bytes in flight than its own.  Messages behind others
+ * (streaming) go at the measured level.
  *
  * Every decision is logged at debug level (the rates, the retransmissions); the settled count
  * is what mln_stripe_lanes_used() reports.  A fixed MLN_STRIPE_LANES keeps auto off.
@@ -44,11 +47,12 @@
 
 #define AUTO_FIRST 4              /* lanes a peer starts with */
 #define AUTO_GAIN 1.10            /* a doubling must raise the rate this much to be kept */
-#define AUTO_KEEP 0.97            /* half the lanes must keep this much of the rate to be kept */
+#define AUTO_WINDOW 0.75          /* window-bound: the rate is this much of what windows allow */
+#define AUTO_SHARE 4              /* a lone message gives each lane a quarter of a window */
 #define AUTO_WARM_RTTS 4.0        /* round trips a new level runs before it is measured */
-#define AUTO_SAMPLE_RTTS 2.0      /* round trips per measured interval */
+#define AUTO_SAMPLE_RTTS 4.0      /* round trips per measured interval */
 #define AUTO_SAMPLES 2            /* intervals per level */
-#define AUTO_MIN_S 0.02           /* no interval is shorter (loopback, a LAN) */
+#define AUTO_MIN_S 0.05           /* no interval is shorter (loopback, a LAN) */
 #define AUTO_MAX_S 1.0            /* nor longer */
 #define AUTO_REPROBE_S 20.0       /* seconds of measured traffic between probes of a settled peer */
 #define AUTO_DEFAULT_RTT 0.01     /* before any lane has a round trip */
@@ -85,6 +89,8 @@ static void lanes_info(const tcp_peer_t *p, int n, uint64_t *acked, uint32_t *re
     if (*rtt <= 0)
         *rtt = AUTO_DEFAULT_RTT;
 }
+
+static uint64_t lane_window(int fd);
 
 static double clamp_s(double seconds)
 {
@@ -125,7 +131,7 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
 
     MLN_DEBUG("tcp auto: world rank %d settles on %d lanes (%.0f Mbit/s): %s", peer, level,
               rate * 8e-6, why);
-    p->active = p->a.level = p->a.ceiling = level;
+    p->active = p->a.level = level;
     p->a.rate = rate;
     p->a.prev = 0;
     p->a.settled_busy = 0;
@@ -140,11 +146,31 @@ void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
 
-    p->a = (tcp_auto_t){.phase = AUTO_OFF, .ceiling = p->cap};
+    p->a = (tcp_auto_t){.phase = AUTO_OFF};
     if (s->cfg->stripe_lanes > 0)
         return;
     p->a.prev = 0;
     level_set(s, peer, p->nup, now);
+}
+
+/* Bytes per second the level's lanes allow if each carries its whole window every round trip;
+ * 0 when the window is unknown. */
+static double window_rate(tcp_peer_t *p)
+{
+    const double now = mln_stripe_now();
+
+    if (now - p->a.win_at > AUTO_WIN_AGE_S) {
+        p->a.win = lane_window(p->out[0].fd);
+        p->a.win_at = now;
+    }
+    return p->a.win > 0 && p->a.rtt > 0 ? (double)p->a.level * (double)p->a.win / p->a.rtt : 0;
+}
+
+static int window_bound(tcp_peer_t *p, double rate)
+{
+    const double allowed = window_rate(p);
+
+    return allowed > 0 && rate >= AUTO_WINDOW * allowed;
 }
 
 /* A level measured at `rate` (bytes/s) with `retrans` retransmissions: the next step. */
@@ -155,17 +181,11 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
 
     MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions%s", peer, level,
               rate * 8e-6, p->a.retrans, prev ? "" : " (first level)");
-    if (prev != 0 && rate < p->a.prev_rate * (prev < level ? AUTO_GAIN : AUTO_KEEP)) {
-        /* no better than the level before (up: by AUTO_GAIN; down: all but 3% of it) */
+    if (prev != 0 && rate < p->a.prev_rate * AUTO_GAIN) { /* no better than the level before */
         settle(s, peer, prev, p->a.prev_rate,
-               prev < level ? (rate < p->a.prev_rate && p->a.retrans > 0
-                                   ? "more lanes lowered the rate, with retransmissions"
-                                   : "more lanes did not raise the rate by 10%")
-                            : "fewer lanes lost more than 3% of the rate");
-        return;
-    }
-    if (prev > level) { /* a probe down held the rate: fewer lanes will do */
-        settle(s, peer, level, rate, "fewer lanes keep the rate");
+               rate < p->a.prev_rate && p->a.retrans > 0
+                   ? "more lanes lowered the rate, with retransmissions"
+                   : "more lanes did not raise the rate by 10%");
         return;
     }
     if (level >= max || (p->grow_stop && level >= p->nup)) {
@@ -177,20 +197,18 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     level_set(s, peer, 2 * level < max ? 2 * level : max, now);
 }
 
-/* From a settled level, a probe: up (if there is room) and down in turn. */
+/* From a settled level whose lanes are window-bound, a probe of twice the lanes. */
 static void probe(mln_stripe_t *s, int peer, double now)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int level = p->a.level;
-    int next = p->a.probe_down ? level / 2 : 2 * level;
+    int next = 2 * level;
 
-    p->a.probe_down = !p->a.probe_down;
+    p->a.settled_busy = 0;
     if (next > p->cap)
         next = p->cap;
-    if (next < 1 || next == level || (next > level && p->grow_stop && next > p->nup)) {
-        p->a.settled_busy = 0;
+    if (next == level || (p->grow_stop && next > p->nup) || !window_bound(p, p->a.rate))
         return;
-    }
     MLN_DEBUG("tcp auto: world rank %d: probing %d lanes (settled on %d)", peer, next, level);
     p->a.prev = level;
     p->a.prev_rate = p->a.rate;
@@ -257,7 +275,9 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             continue;
         }
         p->a.sum += rate;
-        if (++p->a.nsamples >= AUTO_SAMPLES)
+        p->a.nsamples++;
+        if (p->a.nsamples >= AUTO_SAMPLES ||
+            (p->a.level < p->cap && window_bound(p, p->a.sum / p->a.nsamples)))
             decide(s, peer, p->a.sum / p->a.nsamples, now);
     }
 }
@@ -311,15 +331,19 @@ int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes)
         return 0;
     if (s->cfg->stripe_lanes > 0 || bytes > AUTO_FLOOR_MAX)
         return p->active;
+    for (const mln_req_t *r = s->active; r; r = r->next)
+        if (r->is_send && r->kind == MLN_LANE_TCP && r->peer_world == peer_world &&
+            (r->state == MLN_REQ_DATA || r->state == MLN_REQ_CTS))
+            return p->active; /* behind other sends: the measured level */
     if (now - p->a.win_at > AUTO_WIN_AGE_S) {
         p->a.win = lane_window(p->out[0].fd);
         p->a.win_at = now;
     }
-    if (p->a.win == 0)
+    if (p->a.win < AUTO_SHARE)
         return p->active;
-    need = (bytes + p->a.win - 1) / p->a.win;
-    if (need > (uint64_t)p->a.ceiling)
-        need = (uint64_t)p->a.ceiling;
+    need = (bytes + p->a.win / AUTO_SHARE - 1) / (p->a.win / AUTO_SHARE);
+    if (need > (uint64_t)p->cap)
+        need = (uint64_t)p->cap;
     if ((int)need <= p->active)
         return p->active;
     if ((int)need > p->nout && !p->grow_stop && p->a.phase != AUTO_GROW) {
