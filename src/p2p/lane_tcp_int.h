@@ -95,7 +95,7 @@ typedef struct tcp_auto {
     double rtt;        /* the largest smoothed round trip of the lanes then (s) */
     uint64_t acked0;   /* bytes acknowledged on the lanes up by then */
     uint32_t retrans0; /* their retransmissions by then */
-    int busy;          /* a send to the peer was moving at every look of this interval */
+    double busy;       /* seconds of this interval a send to the peer was seen moving */
     double sum;        /* rates of this level's intervals */
     int nsamples;
     uint32_t retrans;    /* retransmissions over this level's intervals */

@@ -427,9 +427,8 @@ int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
 /* The tcp lanes that take new chunks to peer (MLN_STRIPE_LANES, or auto's choice so far); 0
  * while they are not up (tcp_auto.c). */
 int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world);
-/* The tcp lanes a new message of `bytes` to peer should be cut for: those in use, or with
- * auto, enough that a message up to AUTO_FLOOR_MAX fits one window per lane (lanes opened
- * for it if need be); 0 while the lanes are not up (tcp_auto.c). */
+/* The tcp lanes a new message of `bytes` to peer is cut for: those in use (MLN_STRIPE_LANES,
+ * or auto's level); 0 while the lanes are not up (tcp_auto.c). */
 int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes);
 /* For tests: the tcp lanes to peer that are up (auto keeps the ones it opened). */
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);

@@ -8,36 +8,35 @@
  *   warm     a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
  *            unmeasured, so that lanes just opened leave slow start
  *   measure  AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in
- *            which a striped send to the peer was moving at every look (looks no further apart
- *            than AUTO_GAP_S): the rate is the bytes the peer's host acknowledged on all our
- *            lanes to it (TCP_INFO tcpi_bytes_acked) per second; an interval in which the
- *            program had nothing to send (or was away, computing) measures the program, not
- *            the path, and is dropped
- *   decide   from AUTO_FIRST lanes, the level doubles (lanes opened without blocking, joining
- *            once up) while that raises the rate by AUTO_GAIN; the first level that does not,
- *            or whose extra lanes only caused loss, sends it back to the level before, where
- *            it settles.  A level whose lanes are window-bound (the rate at least AUTO_WINDOW
- *            of level x window / round trip: every lane carries all its window allows, so the
- *            path has room) doubles after its first interval, without waiting for the others
- *   probe    a settled peer whose lanes are window-bound probes twice the lanes again after
- *            AUTO_REPROBE_S seconds of measured traffic (the path may have freed up); kept if
- *            they raise the rate by AUTO_GAIN, else undone.  It never probes down: a level it
- *            settled on had beaten the one below by AUTO_GAIN
+ *            which a striped send to the peer was moving for AUTO_BUSY of the time (between
+ *            looks no further apart than AUTO_GAP_S that both saw one): the rate is the bytes the
+ * peer's host acknowledged on all our lanes to it (TCP_INFO tcpi_bytes_acked) per second; an
+ * interval in which the program had nothing to send (or was away, computing) measures the program,
+ * not the path, and is dropped decide   from AUTO_FIRST lanes, the level doubles (lanes opened
+ * without blocking, joining once up) while that raises the rate by AUTO_GAIN; the first level that
+ * does not, or whose extra lanes only caused loss, sends it back to the level before, where it
+ * settles.  Every level is measured whole (a level doubled on one early interval looked slower than
+ * it is, and the next level then won by more than it does) probe    a settled peer whose lanes are
+ * window-bound (the rate at least AUTO_WINDOW of level x window / round trip: every lane carries
+ * all its window allows, so the path may have room) probes twice the lanes again after
+ * AUTO_REPROBE_S seconds of measured traffic (the path may have freed up); kept if they raise the
+ * rate by AUTO_GAIN, else undone.  It never probes down: a level it settled on had beaten the one
+ * below by AUTO_GAIN
  *
- * A message (up to AUTO_FLOOR_MAX) that finds no other send to its peer on the lanes (a
- * latency-bound exchange, a ping-pong) is cut for enough lanes that each carries at most
- * AUTO_SHARE of a window (the peer's advertised receive window, TCP_INFO tcpi_snd_wnd, within
- * half the send buffer), lanes opened for it if need be: its bytes are then in flight in the
- * first round trip, and it has no more bytes in flight than its own.  Messages behind others
- * (streaming) go at the measured level.
+ * Every message goes at the measured level.  (Cutting a lone message, a ping-pong's, for more
+ * lanes, a quarter window each, was tried and dropped: on wan-2site it matched the best fixed
+ * count at 1 MiB, but on a short path with a small bottleneck queue (wan-short) the burst of
+ * 64 lanes' first segments overflowed the queue and each lost tail waited for a retransmission
+ * timeout: 130 ms one way where 2 lanes take 12-15 ms.)
  *
  * Every decision is logged at debug level (the rates, the retransmissions); the settled count
  * is what mln_stripe_lanes_used() reports.  A fixed MLN_STRIPE_LANES keeps auto off.
  *
- * Cost: one TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S);
- * O(peers) per progress pass otherwise.  Finding the count on a path of round trip R from
- * AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES x
- * AUTO_SAMPLE_RTTS) x R of traffic (4 to 64 lanes at 60 ms: about 4 x 8 x 60 ms = 2 s).
+ * Cost: one TCP_INFO per lane up per interval (intervals of at least AUTO_MIN_S); O(peers +
+ * sends in flight) per progress pass otherwise.  Finding the count on a path of round trip R
+ * from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES
+ * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
+ * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s).
  */
 #include "lane_tcp_int.h"
 
@@ -45,20 +44,19 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#define AUTO_FIRST 4              /* lanes a peer starts with */
-#define AUTO_GAIN 1.10            /* a doubling must raise the rate this much to be kept */
-#define AUTO_WINDOW 0.75          /* window-bound: the rate is this much of what windows allow */
-#define AUTO_SHARE 4              /* a lone message gives each lane a quarter of a window */
-#define AUTO_WARM_RTTS 4.0        /* round trips a new level runs before it is measured */
-#define AUTO_SAMPLE_RTTS 4.0      /* round trips per measured interval */
-#define AUTO_SAMPLES 2            /* intervals per level */
-#define AUTO_MIN_S 0.05           /* no interval is shorter (loopback, a LAN) */
-#define AUTO_MAX_S 1.0            /* nor longer */
-#define AUTO_REPROBE_S 20.0       /* seconds of measured traffic between probes of a settled peer */
-#define AUTO_DEFAULT_RTT 0.01     /* before any lane has a round trip */
-#define AUTO_GAP_S 0.05           /* looks further apart than this: the program was away */
-#define AUTO_FLOOR_MAX (8u << 20) /* messages up to this size get one window per lane */
-#define AUTO_WIN_AGE_S 1.0        /* the window is looked at again after this long */
+#define AUTO_FIRST 4          /* lanes a peer starts with */
+#define AUTO_GAIN 1.10        /* a doubling must raise the rate this much to be kept */
+#define AUTO_WINDOW 0.75      /* window-bound: the rate is this much of what windows allow */
+#define AUTO_WARM_RTTS 4.0    /* round trips a new level runs before it is measured */
+#define AUTO_SAMPLE_RTTS 4.0  /* round trips per measured interval */
+#define AUTO_SAMPLES 2        /* intervals per level */
+#define AUTO_MIN_S 0.05       /* no interval is shorter (loopback, a LAN) */
+#define AUTO_MAX_S 1.0        /* nor longer */
+#define AUTO_REPROBE_S 20.0   /* seconds of measured traffic between probes of a settled peer */
+#define AUTO_DEFAULT_RTT 0.01 /* before any lane has a round trip */
+#define AUTO_GAP_S 0.05       /* looks further apart than this: the program was away */
+#define AUTO_BUSY 0.8         /* an interval counts if a send moved for this share of it */
+#define AUTO_WIN_AGE_S 1.0    /* the window is looked at again after this long */
 
 int mln_tcp_auto_first(const mln_stripe_t *s)
 {
@@ -102,7 +100,7 @@ static void interval_start(tcp_peer_t *p, double now)
 {
     lanes_info(p, p->nup, &p->a.acked0, &p->a.retrans0, &p->a.rtt);
     p->a.t0 = now;
-    p->a.busy = 1;
+    p->a.busy = 0;
 }
 
 /* The level to run next: lanes [0, level) take chunks once they are up (opened if need be). */
@@ -246,9 +244,9 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         if (p->a.sending != t->auto_pass || now - last > AUTO_GAP_S) {
             MLN_TRACE("tcp auto: world rank %d: %s", peer,
                       p->a.sending != t->auto_pass ? "nothing to send" : "a gap between looks");
-            p->a.busy = 0; /* the program had nothing for the lanes: not the path's rate */
-            continue;
+            continue; /* the program had nothing for the lanes: not the path's time */
         }
+        p->a.busy += now - last;
         span = now - p->a.t0;
         if (span <
             clamp_s((p->a.phase == AUTO_WARM ? AUTO_WARM_RTTS : AUTO_SAMPLE_RTTS) * p->a.rtt))
@@ -259,8 +257,8 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             interval_start(p, now);
             continue;
         }
-        if (!p->a.busy) {
-            interval_start(p, now); /* an interval with a gap: measured again */
+        if (p->a.busy < AUTO_BUSY * span) {
+            interval_start(p, now); /* the program was away too long: measured again */
             continue;
         }
         rate = (double)(acked - p->a.acked0) / span;
@@ -275,9 +273,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             continue;
         }
         p->a.sum += rate;
-        p->a.nsamples++;
-        if (p->a.nsamples >= AUTO_SAMPLES ||
-            (p->a.level < p->cap && window_bound(p, p->a.sum / p->a.nsamples)))
+        if (++p->a.nsamples >= AUTO_SAMPLES)
             decide(s, peer, p->a.sum / p->a.nsamples, now);
     }
 }
@@ -320,36 +316,6 @@ static uint64_t lane_window(int fd)
 
 int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes)
 {
-    tcp_peer_t *p;
-    uint64_t need;
-    const double now = mln_stripe_now();
-
-    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
-        return 0;
-    p = &s->tcp->peers[peer_world];
-    if (p->state != PEER_UP)
-        return 0;
-    if (s->cfg->stripe_lanes > 0 || bytes > AUTO_FLOOR_MAX)
-        return p->active;
-    for (const mln_req_t *r = s->active; r; r = r->next)
-        if (r->is_send && r->kind == MLN_LANE_TCP && r->peer_world == peer_world &&
-            (r->state == MLN_REQ_DATA || r->state == MLN_REQ_CTS))
-            return p->active; /* behind other sends: the measured level */
-    if (now - p->a.win_at > AUTO_WIN_AGE_S) {
-        p->a.win = lane_window(p->out[0].fd);
-        p->a.win_at = now;
-    }
-    if (p->a.win < AUTO_SHARE)
-        return p->active;
-    need = (bytes + p->a.win / AUTO_SHARE - 1) / (p->a.win / AUTO_SHARE);
-    if (need > (uint64_t)p->cap)
-        need = (uint64_t)p->cap;
-    if ((int)need <= p->active)
-        return p->active;
-    if ((int)need > p->nout && !p->grow_stop && p->a.phase != AUTO_GROW) {
-        MLN_DEBUG("tcp auto: world rank %d: %llu-byte messages want %d lanes (window %llu B)",
-                  peer_world, (unsigned long long)bytes, (int)need, (unsigned long long)p->a.win);
-        mln_tcp_grow(s, peer_world, (int)need);
-    }
-    return (int)need < p->nup ? (int)need : p->nup;
+    (void)bytes; /* every message goes at the measured level (see the note at the top) */
+    return mln_tcp_lanes_active(s, peer_world);
 }
