@@ -74,12 +74,8 @@ static void out_take_back(tcp_out_t *o, const mln_req_t *r, int early)
  * fewer than `depth` chunks queued; 0 when one could not be had (no memory: retried). */
 static int tcp_hand_out(tcp_peer_t *p, mln_req_t *r, uint64_t end, int depth, uint32_t magic)
 {
-    /* the lanes in use, or more where auto cut the message for more (those that are up) */
-    const int want = r->lanes > p->active ? r->lanes : p->active;
-    const int lanes = want < p->nup ? want : p->nup;
-
     while (r->next_off < end) {
-        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, lanes, depth);
+        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, p->active, depth);
         tcp_out_t *best;
         tcp_chunk_t *c;
         uint64_t len;

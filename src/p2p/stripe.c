@@ -332,16 +332,16 @@ static mln_lane_kind_t send_kind(mln_stripe_t *s, int dest_world)
     return MLN_LANE_TCP;
 }
 
-/* The lanes a message of `bytes` to peer_world goes over: helper routes, mpi lanes
- * (MLN_STRIPE_LANES, 8 for auto), or the tcp lanes now in use (auto: its choice so far, or more
- * for a message that fits one window per lane; before they are up, the first ones). */
-static int lanes_of(mln_stripe_t *s, mln_lane_kind_t kind, int peer_world, uint64_t bytes)
+/* The lanes a message to peer_world goes over: helper routes, mpi lanes (MLN_STRIPE_LANES, 8
+ * for auto), or the tcp lanes now in use (auto: its choice so far; before they are up, the
+ * mpi count). */
+static int lanes_of(const mln_stripe_t *s, mln_lane_kind_t kind, int peer_world)
 {
     int n;
 
     if (kind == MLN_LANE_HELPER)
         return 2 * (int)s->cfg->stripe_helpers + 1;
-    if (kind == MLN_LANE_TCP && (n = mln_tcp_lanes_for(s, peer_world, bytes)) > 0)
+    if (kind == MLN_LANE_TCP && (n = mln_tcp_lanes_active(s, peer_world)) > 0)
         return n;
     return mln_stripe_lanes_fixed(s);
 }
@@ -425,8 +425,7 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
         return MLN_OK;
     }
     r->kind = send_kind(s, dest_world);
-    r->lanes = lanes_of(s, r->kind, dest_world, r->total);
-    r->chunk = choose_chunk(s, r->total, r->lanes);
+    r->chunk = choose_chunk(s, r->total, lanes_of(s, r->kind, dest_world));
     if (r->chunk == 0) {
         MLN_ERROR("mln_stripe_isend: %llu bytes need more chunk tags than MPI_TAG_UB leaves",
                   (unsigned long long)r->total);
@@ -436,7 +435,7 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
     r->hdr.chunk = r->chunk;
     r->state = MLN_REQ_CTS;
     mln_stripe_active_add(s, r);
-    r->early = early_bytes(s, r, r->lanes);
+    r->early = early_bytes(s, r, lanes_of(s, r->kind, dest_world));
     if (r->early > 0) /* queued now, written as the lanes take them */
         r->early = s->lanes[r->kind]->send_early(s, r, r->early);
     r->hdr.early = r->next_off = r->early;

@@ -247,8 +247,7 @@ int mln_stripe_lanes_used(int peer_world)
         return 0;
     if (s->backend == MLN_STRIPE_TCP && !s->tcp_failed[peer_world])
         return mln_tcp_lanes_active(s, peer_world);
-    return s->backend == MLN_STRIPE_HELPER ? 2 * (int)s->cfg->stripe_helpers + 1
-                                           : mln_stripe_lanes_fixed(s);
+    return mln_stripe_lanes() > 0 ? mln_stripe_lanes() : mln_stripe_lanes_fixed(s);
 }
 
 MPI_Comm mln_comm_world(void)
@@ -418,11 +417,8 @@ mln_status_t mln_stripe_init(mln_context_t *ctx, mln_stripe_t **out)
     s->next_msg_id = 1;
     MLN_CHECK(check_agreement(s), st, err_free);
     MLN_CHECK(check_thread_level(s), st, err_free);
-    MLN_CHECK(
-        mln_fault_parse(s->cfg->stripe_fault,
-                        s->cfg->stripe_lanes > 0 ? s->cfg->stripe_lanes : s->cfg->stripe_lanes_max,
-                        &s->fault),
-        st, err_free);
+    MLN_CHECK(mln_fault_parse(s->cfg->stripe_fault, mln_stripe_lanes_cap(s), &s->fault), st,
+              err_free);
     MLN_CHECK(tags_setup(s), st, err_free);
     MLN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s->ctrl), st, err_free);
     s->tcp_failed = calloc((size_t)s->wsize, sizeof(int));

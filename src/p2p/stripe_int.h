@@ -139,7 +139,6 @@ struct mln_stripe_request {
     uint64_t total;
     uint64_t accept;
     uint64_t chunk;
-    int lanes;           /* send: lanes it was cut for (tcp: it may use that many, auto) */
     uint64_t next_off;   /* send: first byte not yet given to a lane */
     uint64_t bytes_done; /* payload bytes written (send) or landed (receive) */
     int tag_base;
@@ -415,6 +414,12 @@ static inline int mln_stripe_lanes_fixed(const mln_stripe_t *s)
     return s->cfg->stripe_lanes > 0 ? (int)s->cfg->stripe_lanes : MLN_STRIPE_LANES_AUTO_MPI;
 }
 
+/* The most tcp lanes to one peer: MLN_STRIPE_LANES, or MLN_STRIPE_LANES_MAX for auto. */
+static inline int mln_stripe_lanes_cap(const mln_stripe_t *s)
+{
+    return (int)(s->cfg->stripe_lanes > 0 ? s->cfg->stripe_lanes : s->cfg->stripe_lanes_max);
+}
+
 /* lane_tcp.c, for tests (tests/c): the listening port, and lanes opened by hand. */
 int mln_tcp_listen_port(const mln_stripe_t *s);
 int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, int dst_world);
@@ -427,9 +432,6 @@ int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
 /* The tcp lanes that take new chunks to peer (MLN_STRIPE_LANES, or auto's choice so far); 0
  * while they are not up (tcp_auto.c). */
 int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world);
-/* The tcp lanes a new message of `bytes` to peer is cut for: those in use (MLN_STRIPE_LANES,
- * or auto's level); 0 while the lanes are not up (tcp_auto.c). */
-int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes);
 /* For tests: the tcp lanes to peer that are up (auto keeps the ones it opened). */
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);
 

@@ -60,11 +60,9 @@
 
 int mln_tcp_auto_first(const mln_stripe_t *s)
 {
-    const int max = (int)s->cfg->stripe_lanes_max;
+    const int cap = mln_stripe_lanes_cap(s);
 
-    if (s->cfg->stripe_lanes > 0)
-        return (int)s->cfg->stripe_lanes;
-    return max < AUTO_FIRST ? max : AUTO_FIRST;
+    return s->cfg->stripe_lanes > 0 || cap < AUTO_FIRST ? cap : AUTO_FIRST;
 }
 
 /* The sum of bytes acknowledged and retransmissions over lanes [0, n), and their largest
@@ -87,8 +85,6 @@ static void lanes_info(const tcp_peer_t *p, int n, uint64_t *acked, uint32_t *re
     if (*rtt <= 0)
         *rtt = AUTO_DEFAULT_RTT;
 }
-
-static uint64_t lane_window(int fd);
 
 static double clamp_s(double seconds)
 {
@@ -149,6 +145,25 @@ void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now)
         return;
     p->a.prev = 0;
     level_set(s, peer, p->nup, now);
+}
+
+/* One lane's window: the peer's advertised receive window, within half our send buffer (the
+ * kernel keeps the other half for its own bookkeeping); 0 when unknown. */
+static uint64_t lane_window(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int sndbuf = 0;
+    socklen_t blen = sizeof(sndbuf);
+    uint64_t w;
+
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_snd_wnd == 0)
+        return 0;
+    w = ti.tcpi_snd_wnd;
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &blen) == 0 && sndbuf > 0 &&
+        (uint64_t)sndbuf / 2 < w)
+        w = (uint64_t)sndbuf / 2;
+    return w;
 }
 
 /* Bytes per second the level's lanes allow if each carries its whole window every round trip;
@@ -228,9 +243,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         tcp_peer_t *p = &t->peers[peer];
         uint64_t acked;
         uint32_t retrans;
-        double rtt, span, rate;
-
-        double last;
+        double rtt, span, rate, last;
 
         if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
             continue;
@@ -278,44 +291,25 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
     }
 }
 
+/* Our lanes to peer_world when they are up, else NULL. */
+static const tcp_peer_t *peer_up(const mln_stripe_t *s, int peer_world)
+{
+    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize ||
+        s->tcp->peers[peer_world].state != PEER_UP)
+        return NULL;
+    return &s->tcp->peers[peer_world];
+}
+
 int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world)
 {
-    const tcp_peer_t *p;
+    const tcp_peer_t *p = peer_up(s, peer_world);
 
-    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
-        return 0;
-    p = &s->tcp->peers[peer_world];
-    return p->state == PEER_UP ? p->active : 0;
+    return p ? p->active : 0;
 }
 
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world)
 {
-    if (s == NULL || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
-        return 0;
-    return s->tcp->peers[peer_world].state == PEER_UP ? s->tcp->peers[peer_world].nup : 0;
-}
+    const tcp_peer_t *p = peer_up(s, peer_world);
 
-/* One lane's window: the peer's advertised receive window, within half our send buffer (the
- * kernel keeps the other half for its own bookkeeping); 0 when unknown. */
-static uint64_t lane_window(int fd)
-{
-    struct tcp_info ti;
-    socklen_t len = sizeof(ti);
-    int sndbuf = 0;
-    socklen_t blen = sizeof(sndbuf);
-    uint64_t w;
-
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_snd_wnd == 0)
-        return 0;
-    w = ti.tcpi_snd_wnd;
-    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &blen) == 0 && sndbuf > 0 &&
-        (uint64_t)sndbuf / 2 < w)
-        w = (uint64_t)sndbuf / 2;
-    return w;
-}
-
-int mln_tcp_lanes_for(mln_stripe_t *s, int peer_world, uint64_t bytes)
-{
-    (void)bytes; /* every message goes at the measured level (see the note at the top) */
-    return mln_tcp_lanes_active(s, peer_world);
+    return p ? p->nup : 0;
 }

@@ -269,10 +269,6 @@ void mln_tcp_close(mln_stripe_t *s)
 
 /* ---- connecting -------------------------------------------------------------------------- */
 
-/* The lane count a hello names: room for every lane the peer may open. */
-#define LANES_IN_HELLO(s)                                                                          \
-    ((s)->cfg->stripe_lanes > 0 ? (s)->cfg->stripe_lanes : (s)->cfg->stripe_lanes_max)
-
 /* Starts the non-blocking connects of attempt p->attempt; 0 when none could even start. */
 /* Starts a non-blocking connect of lane p->nout to the address of attempt p->attempt; 0 when it
  * could not even start. */
@@ -391,7 +387,7 @@ int mln_tcp_ready(mln_stripe_t *s, int peer)
         p->tries[p->ntries++] = htonl(INADDR_LOOPBACK);
     for (int i = 0; i < card->naddrs; i++)
         p->tries[p->ntries++] = card->addrs[i];
-    p->cap = s->cfg->stripe_lanes > 0 ? (int)s->cfg->stripe_lanes : (int)s->cfg->stripe_lanes_max;
+    p->cap = mln_stripe_lanes_cap(s); /* a hello names this count: room for every lane */
     p->out = calloc((size_t)p->cap, sizeof(*p->out));
     if (p->out == NULL) {
         p->state = PEER_FAILED;
@@ -886,7 +882,7 @@ int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world)
 int mln_tcp_test_hello(mln_stripe_t *s, int peer_world, int lane, unsigned char *out)
 {
     const mln_link_hello_t h = {.lane = (uint32_t)lane,
-                                .nlanes = (uint32_t)LANES_IN_HELLO(s),
+                                .nlanes = (uint32_t)mln_stripe_lanes_cap(s),
                                 .src = s->wrank,
                                 .dst = peer_world};
     mln_link_t l;
@@ -987,7 +983,7 @@ int mln_tcp_test_connect(mln_stripe_t *s, int peer_world, int lane, int nlanes, 
 int mln_tcp_test_impostor(mln_stripe_t *s, int peer_world, int claimed)
 {
     const mln_link_hello_t h = {
-        .lane = 0, .nlanes = (uint32_t)LANES_IN_HELLO(s), .src = claimed, .dst = peer_world};
+        .lane = 0, .nlanes = (uint32_t)mln_stripe_lanes_cap(s), .src = claimed, .dst = peer_world};
     const struct timeval wait = {.tv_sec = 10};
     unsigned char hello[MLN_LINK_HELLO_BYTES], challenge[MLN_LINK_CHALLENGE_BYTES];
     unsigned char resp[MLN_LINK_RESPONSE_BYTES] = {0}, b;
