@@ -269,7 +269,6 @@ void mln_tcp_close(mln_stripe_t *s)
 
 /* ---- connecting -------------------------------------------------------------------------- */
 
-/* Starts the non-blocking connects of attempt p->attempt; 0 when none could even start. */
 /* Starts a non-blocking connect of lane p->nout to the address of attempt p->attempt; 0 when it
  * could not even start. */
 static int lane_start(mln_stripe_t *s, int peer)

@@ -516,6 +516,7 @@ int mln_pl_Comm_rank(MPI_Comm comm, int *rank)
  * guards refuse MPIX_Comm_revoke, and MPIX_Comm_iagree: it may overlap the communicator's
  * collectives in any order, which ordered grid collectives cannot).  A communicator inside a site
  * keeps its MPI's own ULFM. */
+
 /* An empty group the caller frees (Open MPI counts references to MPI_GROUP_EMPTY: a bare
  * MPI_GROUP_EMPTY handed out would be freed once too often). */
 static inline int empty_group(MPI_Group *group)
