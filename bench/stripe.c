@@ -389,11 +389,10 @@ static mln_status_t stripe_setup(mln_bench_t *b)
     MLN_CHECK(mln_bench_param_str(b, "backend", stock ? "stock" : mln_stripe_backend_name()), st,
               out);
     if (!stock)
-        MLN_CHECK(mln_stripe_lanes() > 0 || s->xport->count_env == NULL ||
-                          strcmp(s->xport->name, "tcp") != 0
+        MLN_CHECK(mln_stripe_lanes() > 0
                       ? mln_bench_param_int(b, "stripe_lanes", mln_stripe_lanes())
                       : mln_bench_param_str(b, "stripe_lanes", "auto"),
-                  st, out);
+                  st, out); /* 0: MLN_STRIPE_LANES=auto */
     if (s->xport->count_env != NULL && strcmp(s->xport->count_env, "MLN_STRIPE_HELPERS") == 0)
         MLN_CHECK(mln_bench_param_int(b, "stripe_helpers", s->count), st, out);
     MLN_CHECK(mln_bench_param_str(b, "stripe_threshold",
