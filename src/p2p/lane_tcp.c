@@ -75,7 +75,7 @@ static void out_take_back(tcp_out_t *o, const mln_req_t *r, int early)
 static int tcp_hand_out(tcp_peer_t *p, mln_req_t *r, uint64_t end, int depth, uint32_t magic)
 {
     while (r->next_off < end) {
-        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, p->active, depth);
+        const int pick = MLN_SCHED_PICK(tcp_out_t, p->out, mln_tcp_lanes_now(p), depth);
         tcp_out_t *best;
         tcp_chunk_t *c;
         uint64_t len;
@@ -114,7 +114,7 @@ static uint64_t tcp_send_early(mln_stripe_t *s, mln_req_t *r, uint64_t bytes)
 {
     tcp_peer_t *p = &s->tcp->peers[r->peer_world];
 
-    if (p->state != PEER_UP || p->active == 0 || r->next_off != 0)
+    if (p->state != PEER_UP || mln_tcp_lanes_now(p) == 0 || r->next_off != 0)
         return 0;
     if (!tcp_hand_out(p, r, bytes, INT32_MAX, TCP_EARLY_MAGIC)) { /* no memory: take back */
         for (int i = 0; i < p->nup; i++)
@@ -599,6 +599,7 @@ static int tcp_progress(mln_stripe_t *s, int timeout_us)
 
     if (!tcp_busy(s)) {
         tcp_housekeeping(s);
+        mln_tcp_auto_idle(s, mln_stripe_now());
         return 0;
     }
     for (int p = 0; p < s->wsize; p++)

@@ -107,6 +107,34 @@ typedef struct tcp_auto {
     uint64_t sending;    /* the last look (pass) that saw a striped send to the peer moving */
 } tcp_auto_t;
 
+/* Auto for a message that finds the peer's lanes idle (a ping-pong's, a program's occasional
+ * large message; tcp_auto.c "Lone messages"): its own lane count per size class, found from
+ * the time such messages take, one sample per message. */
+#define BURST_CLASSES 12 /* 512 KiB (2^19), 1 MiB, ..., 1 GiB and more */
+
+typedef struct tcp_burst {
+    int level;     /* lanes for the class (0: no message of it yet) */
+    int prev;      /* the level sampled before (0: none) */
+    double prev_t; /* its time (s) */
+    int settled;
+    int since;         /* samples at the settled level (the next probe's clock) */
+    int nsamples;      /* of the level being measured */
+    double best;       /* their fastest time (s) */
+    double best_share; /* its share of time waiting on windows */
+} tcp_burst_t;
+
+/* The lone message in flight, timed: from its start to the moment its lanes' send queues are
+ * empty (every byte acknowledged). */
+typedef struct tcp_sample {
+    int on;
+    int cls, n;      /* its size class and lanes */
+    double t0;       /* its start */
+    double looked;   /* the last look (a gap: the program was away, the time is not the path's) */
+    double polled;   /* the last look at the queues */
+    uint64_t busy0;  /* the lanes' busy time then (us, the kernel's), summed */
+    uint64_t limit0; /* of which waiting on a window (receive window or send buffer) */
+} tcp_sample_t;
+
 typedef struct tcp_peer {
     tcp_peer_state_t state;
     tcp_out_t *out; /* our lanes to this peer (NULL until the first striped message) */
@@ -117,6 +145,9 @@ typedef struct tcp_peer {
     int grow_stop;  /* auto: a lane beyond the first ones failed to open: no more are tried */
     double grow_deadline;
     tcp_auto_t a;
+    int burst; /* auto: lanes [0, burst) take the chunks of a lone message (0: active's) */
+    tcp_burst_t bc[BURST_CLASSES];
+    tcp_sample_t bs;
     uint32_t tries[TCP_MAX_ADDRS + 1]; /* addresses to try, in order */
     int ntries, attempt;
     double deadline; /* of the attempt in progress */
@@ -179,6 +210,7 @@ struct mln_tcp_state {
     int warned_stranger;  /* connections from no rank's address were closed (said once) */
     tcp_stash_t *stash;   /* early frames of messages whose header has not matched */
     uint64_t auto_pass;   /* MLN_STRIPE_LANES=auto's looks (tcp_auto.c) */
+    double lone_at;       /* auto: when the last timed lone message started */
 };
 
 /* tcp_conn.c */
@@ -222,6 +254,16 @@ int mln_tcp_auto_first(const mln_stripe_t *s);
 void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now);
 /* One look per progress pass: auto's intervals, samples and decisions for every peer. */
 void mln_tcp_auto_step(mln_stripe_t *s, double now);
+
+/* A pass with no tcp message moving: a lone message still draining is looked at (for at most
+ * BURST_LONE_S after it started), nothing else. */
+void mln_tcp_auto_idle(mln_stripe_t *s, double now);
+
+/* Lanes [0, n) take new chunks to p: a lone message's (auto), else the active ones. */
+static inline int mln_tcp_lanes_now(const tcp_peer_t *p)
+{
+    return p->burst > 0 ? p->burst : p->active;
+}
 
 /* tcp_early.c */
 #define TCP_BAD_INDEX UINT64_MAX

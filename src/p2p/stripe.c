@@ -425,6 +425,8 @@ mln_status_t mln_stripe_send_start(mln_stripe_t *s, mln_req_t *r)
         return MLN_OK;
     }
     r->kind = send_kind(s, dest_world);
+    if (r->kind == MLN_LANE_TCP)
+        mln_tcp_auto_message(s, dest_world, r->total);
     r->chunk = choose_chunk(s, r->total, lanes_of(s, r->kind, dest_world));
     if (r->chunk == 0) {
         MLN_ERROR("mln_stripe_isend: %llu bytes need more chunk tags than MPI_TAG_UB leaves",

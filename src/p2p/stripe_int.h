@@ -432,6 +432,9 @@ int mln_tcp_lanes_up(const mln_stripe_t *s, int peer_world);
 /* The tcp lanes that take new chunks to peer (MLN_STRIPE_LANES, or auto's choice so far); 0
  * while they are not up (tcp_auto.c). */
 int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world);
+/* A striped message of `bytes` to peer_world starts on the tcp lanes: auto picks its lanes (a
+ * lone message's own count, tcp_auto.c).  Nothing with a fixed MLN_STRIPE_LANES. */
+void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes);
 /* For tests: the tcp lanes to peer that are up (auto keeps the ones it opened). */
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);
 

@@ -5,35 +5,52 @@
  * a long fat path needs many lanes; a short or capped one needs few, and too many overflow the
  * bottleneck's queue.  The sender finds the count per peer by measuring what the lanes carry:
  *
- *   warm     a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
- *            unmeasured, so that lanes just opened leave slow start
- *   measure  AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in
- *            which a striped send to the peer was moving for AUTO_BUSY of the time (between
- *            looks no further apart than AUTO_GAP_S that both saw one): the rate is the bytes the
- * peer's host acknowledged on all our lanes to it (TCP_INFO tcpi_bytes_acked) per second; an
- * interval in which the program had nothing to send (or was away, computing) measures the program,
- * not the path, and is dropped decide   from AUTO_FIRST lanes, the level doubles (lanes opened
- * without blocking, joining once up) while that raises the rate by AUTO_GAIN; the first level that
- * does not, or whose extra lanes only caused loss, sends it back to the level before, where it
- * settles.  Every level is measured whole (a level doubled on one early interval looked slower than
- * it is, and the next level then won by more than it does) probe    a settled peer whose lanes are
- * window-bound (the rate at least AUTO_WINDOW of level x window / round trip: every lane carries
- * all its window allows, so the path may have room) probes twice the lanes again after
- * AUTO_REPROBE_S seconds of measured traffic (the path may have freed up); kept if they raise the
- * rate by AUTO_GAIN, else undone.  It never probes down: a level it settled on had beaten the one
- * below by AUTO_GAIN
+ * Warm: a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
+ * unmeasured, so that lanes just opened leave slow start.
  *
- * Every message goes at the measured level.  (Cutting a lone message, a ping-pong's, for more
- * lanes, a quarter window each, was tried and dropped: on wan-2site it matched the best fixed
- * count at 1 MiB, but on a short path with a small bottleneck queue (wan-short) the burst of
- * 64 lanes' first segments overflowed the queue and each lost tail waited for a retransmission
- * timeout: 130 ms one way where 2 lanes take 12-15 ms.)
+ * Measure: AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in which
+ * a striped send to the peer was moving for AUTO_BUSY of the time (between looks no further apart
+ * than AUTO_GAP_S that both saw one): the rate is the bytes the peer's host acknowledged on all
+ * our lanes to it (TCP_INFO tcpi_bytes_acked) per second.  An interval in which the program had
+ * nothing to send (or was away, computing) measures the program, not the path, and is dropped.
  *
- * Every decision is logged at debug level (the rates, the retransmissions); the settled count
- * is what mln_stripe_lanes_used() reports.  A fixed MLN_STRIPE_LANES keeps auto off.
+ * Decide: from AUTO_FIRST lanes, the level doubles (lanes opened without blocking, joining once
+ * up) while that raises the rate by AUTO_GAIN; the first level that does not, or whose extra
+ * lanes only caused loss, sends it back to the level before, where it settles.  Every level is
+ * measured whole (a level doubled on one early interval looked slower than it is, and the next
+ * level then won by more than it does).
+ *
+ * Probe: a settled peer whose lanes are window-bound (the rate at least AUTO_WINDOW of level x
+ * window / round trip: every lane carries all its window allows, so the path may have room)
+ * probes twice the lanes again after AUTO_REPROBE_S seconds of measured traffic (the path may
+ * have freed up); kept if they raise the rate by AUTO_GAIN, else undone.  It never probes down:
+ * a level it settled on had beaten the one below by AUTO_GAIN.
+ *
+ * Lone messages.  A message that finds the peer's lanes idle (no other send to it in flight,
+ * nothing on the lanes waiting to be sent: a ping-pong's, a program's occasional large message) is
+ * timed on its own, by size class (512 KiB, 1 MiB, 2 MiB, ...), with a count of its own: the best
+ * count for one message alone is often larger than the best for a stream (each lane carries its
+ * share in fewer round trips; wan-2site: 16 or 32 lanes for 1 MiB against 8 for a stream) and on a
+ * short path with a small queue smaller (the lanes' first flights overflow it).  Its time runs
+ * from its start to the moment its lanes' send queues are empty (SIOCOUTQ: every byte
+ * acknowledged), looked at while the program waits; a level's time is the fastest of
+ * BURST_SAMPLES; from the streaming level, the class's count doubles while that cuts the time by
+ * AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that carries the
+ * message in about one round trip) and settles on the last that did; a settled class whose lanes
+ * still wait on windows tries twice the lanes every BURST_REPROBE messages.  (Cutting every lone
+ * message for a quarter window per lane, without timing, was tried and dropped: on wan-short the
+ * burst of 64 lanes' first segments overflowed the 250 kB queue and each lost tail waited for a
+ * retransmission timeout, 130 ms one way where 2 lanes take 12-15 ms.)
+ *
+ * Every decision is logged at debug level (the rates, the retransmissions, the lone messages'
+ * times); mln_stripe_lanes_used() reports the count the latest message to the peer took (its
+ * class's for a lone message, else the streaming level).  A fixed MLN_STRIPE_LANES keeps auto
+ * off.
  *
  * Cost: one TCP_INFO per lane up per interval (intervals of at least AUTO_MIN_S); O(peers +
- * sends in flight) per progress pass otherwise.  Finding the count on a path of round trip R
+ * sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one SIOCOUTQNSD
+ * per lane up as it starts, TCP_INFO on its lanes twice, SIOCOUTQ on them every BURST_POLL_S
+ * while it drains.  Finding the count on a path of round trip R
  * from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES
  * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
  * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s).
@@ -42,6 +59,8 @@
 
 #include <linux/tcp.h> /* the kernel's struct tcp_info (glibc's lacks tcpi_bytes_acked) */
 #include <netinet/in.h>
+#include <linux/sockios.h> /* SIOCOUTQ, SIOCOUTQNSD */
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #define AUTO_FIRST 4          /* lanes a peer starts with */
@@ -57,6 +76,17 @@
 #define AUTO_GAP_S 0.05       /* looks further apart than this: the program was away */
 #define AUTO_BUSY 0.8         /* an interval counts if a send moved for this share of it */
 #define AUTO_WIN_AGE_S 1.0    /* the window is looked at again after this long */
+#define BURST_MIN_LOG2 19     /* lone messages of 512 KiB and more have their own count */
+#define BURST_POLL_S 0.0002   /* a drained lone message's queues are looked at no more often */
+#define BURST_AWAY_S                                                                               \
+    0.003                 /* looks further apart: the program was away, the time not the path's    \
+                           */
+#define BURST_LIMITED 0.5 /* lanes waiting on windows this share of their busy time */
+#define BURST_SAMPLES 2   /* lone messages timed per level (its time: the fastest) */
+#define BURST_LONE_S 10.0 /* a lone message not drained by then is no longer looked at */
+#define BURST_REPROBE 64  /* samples of a settled class between probes of twice its lanes */
+
+static void burst_step(mln_stripe_t *s, int peer, double now, int sending);
 
 int mln_tcp_auto_first(const mln_stripe_t *s)
 {
@@ -141,6 +171,10 @@ void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now)
     tcp_peer_t *p = &s->tcp->peers[peer];
 
     p->a = (tcp_auto_t){.phase = AUTO_OFF};
+    p->burst = 0;
+    p->bs.on = 0;
+    for (int c = 0; c < BURST_CLASSES; c++)
+        p->bc[c] = (tcp_burst_t){0};
     if (s->cfg->stripe_lanes > 0)
         return;
     p->a.prev = 0;
@@ -247,6 +281,8 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
 
         if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
             continue;
+        if (p->bs.on)
+            burst_step(s, peer, now, p->a.sending == t->auto_pass);
         if (p->a.phase == AUTO_GROW) {
             if (p->nup >= p->a.level || p->nup == p->nout) /* up, or the rest did not open */
                 level_set(s, peer, p->nup < p->a.level ? p->nup : p->a.level, now);
@@ -291,6 +327,230 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
     }
 }
 
+/* ---- lone messages ------------------------------------------------------------------------ */
+
+/* Σ busy time and time waiting on a window (receive window or send buffer) over lanes [0, n),
+ * in microseconds (the kernel's chronographs, counted in jiffies), and the largest smoothed
+ * round trip (s). */
+static void lanes_chrono(const tcp_peer_t *p, int n, uint64_t *busy, uint64_t *limit, double *rtt)
+{
+    *busy = *limit = 0;
+    *rtt = 0;
+    for (int i = 0; i < n; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 ||
+            len < offsetof(struct tcp_info, tcpi_sndbuf_limited) + sizeof(ti.tcpi_sndbuf_limited))
+            continue;
+        *busy += ti.tcpi_busy_time;
+        *limit += ti.tcpi_rwnd_limited + ti.tcpi_sndbuf_limited;
+        if (ti.tcpi_rtt / 1e6 > *rtt)
+            *rtt = ti.tcpi_rtt / 1e6;
+    }
+    if (*rtt <= 0)
+        *rtt = AUTO_DEFAULT_RTT;
+}
+
+/* 1 when lanes [0, n) hold nothing unacknowledged (request SIOCOUTQ), or nothing unsent
+ * (SIOCOUTQNSD). */
+static int lanes_drained(const tcp_peer_t *p, int n, unsigned long request)
+{
+    for (int i = 0; i < n; i++) {
+        int queued = 0;
+        if (ioctl(p->out[i].fd, request, &queued) == -1 || queued > 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int burst_class(uint64_t bytes)
+{
+    const int c = 63 - __builtin_clzll(bytes) - BURST_MIN_LOG2;
+
+    return c >= BURST_CLASSES ? BURST_CLASSES - 1 : c;
+}
+
+static int pow2_at_least(double x)
+{
+    int n = 1;
+
+    while (n < x && n < (1 << 20))
+        n *= 2;
+    return n;
+}
+
+/* The level of class b changes to `level` (lanes opened if need be). */
+static void burst_level(mln_stripe_t *s, int peer, tcp_burst_t *b, int level)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    if (level > p->cap)
+        level = p->cap;
+    if (level > p->nout && !mln_tcp_grow(s, peer, level) && p->nup < level)
+        level = p->nout > p->nup ? p->nout : p->nup; /* no more lanes will open */
+    b->level = level;
+}
+
+static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, const char *why)
+{
+    tcp_burst_t *b = &p->bc[cls];
+
+    MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
+              peer, 1 << (BURST_MIN_LOG2 + cls - 10), level, t * 1e3, why);
+    b->level = level;
+    b->prev = 0;
+    b->settled = 1;
+    b->since = 0;
+}
+
+/*
+ * A lone message of class cls took t seconds on n lanes (its start to its last byte
+ * acknowledged), its lanes waiting on windows for `share` of their busy time; rtt the lanes'
+ * round trip.  A level's time is the fastest of BURST_SAMPLES messages.  From the class's first
+ * level the lanes double while that cuts the time by AUTO_GAIN; when the lanes mostly waited on
+ * their windows and the message took `rounds` round trips, the next level is the one that would
+ * carry it in about one (a power of two, at least twice the lanes).  The first level that does not
+ * help sends the class back to the one before. A settled class whose lanes still wait on windows
+ * probes twice its lanes every BURST_REPROBE samples.
+ */
+static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, double share,
+                         double rtt)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    tcp_burst_t *b = &p->bc[cls];
+    double rounds;
+    int next;
+
+    MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
+              "round trips, %.0f%% of the lanes' time waiting on windows)",
+              peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100);
+    if (b->settled) {
+        if (++b->since < BURST_REPROBE || share < BURST_LIMITED || n >= p->cap ||
+            (p->grow_stop && n >= p->nup))
+            return;
+        b->settled = 0;
+        b->prev = n;
+        b->prev_t = t;
+        burst_level(s, peer, b, 2 * n);
+        return;
+    }
+    if (b->nsamples == 0 || t < b->best) { /* a level's time: its fastest sample (noise adds) */
+        b->best = t;
+        b->best_share = share;
+    }
+    if (++b->nsamples < BURST_SAMPLES)
+        return;
+    t = b->best;
+    share = b->best_share;
+    b->nsamples = 0;
+    if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
+        burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes did not cut the time by 10%");
+        return;
+    }
+    if (n >= p->cap || (p->grow_stop && n >= p->nup)) {
+        burst_settle(p, peer, cls, n, t,
+                     n >= p->cap ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
+        return;
+    }
+    next = 2 * n;
+    rounds = t / rtt;
+    if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
+        next = pow2_at_least(n * (rounds - 1));
+    b->prev = n;
+    b->prev_t = t;
+    burst_level(s, peer, b, next);
+}
+
+void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
+{
+    tcp_peer_t *p;
+    tcp_burst_t *b;
+    int cls, n;
+
+    if (s->cfg->stripe_lanes > 0 || s->tcp == NULL || peer_world < 0 || peer_world >= s->wsize)
+        return;
+    p = &s->tcp->peers[peer_world];
+    if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
+        return;
+    if (p->bs.on)
+        MLN_TRACE("tcp auto: world rank %d: message %llu came before the lone one's last bytes "
+                  "were acknowledged: that one untimed",
+                  peer_world, (unsigned long long)s->next_msg_id);
+    p->bs.on = 0;
+    p->burst = 0;
+    if (bytes < (UINT64_C(1) << BURST_MIN_LOG2))
+        return;
+    for (const mln_req_t *r = s->active; r; r = r->next)
+        if (r->is_send && r->kind == MLN_LANE_TCP && r->peer_world == peer_world &&
+            r->state != MLN_REQ_DONE) {
+            MLN_TRACE("tcp auto: world rank %d: message %llu not alone (message %llu in flight)",
+                      peer_world, (unsigned long long)s->next_msg_id,
+                      (unsigned long long)r->msg_id);
+            return; /* not alone: the active lanes */
+        }
+    cls = burst_class(bytes);
+    b = &p->bc[cls];
+    if (b->level == 0)
+        burst_level(s, peer_world, b, p->active);
+    n = b->level < p->nup ? b->level : p->nup;
+    if (!lanes_drained(p, p->nup, SIOCOUTQNSD)) {
+        MLN_TRACE("tcp auto: world rank %d: message %llu not alone (the lanes have bytes to send)",
+                  peer_world, (unsigned long long)s->next_msg_id);
+        return; /* an earlier message is still on its way: not alone */
+    }
+    p->burst = n;
+    if (n < b->level) {
+        MLN_TRACE("tcp auto: world rank %d: message %llu alone on %d lanes (%d opening): untimed",
+                  peer_world, (unsigned long long)s->next_msg_id, n, b->level);
+        return; /* its lanes are still opening: not the level's time */
+    }
+    p->bs = (tcp_sample_t){.on = 1, .cls = cls, .n = n};
+    p->bs.t0 = p->bs.looked = p->bs.polled = s->tcp->lone_at = mln_stripe_now();
+    {
+        double rtt;
+        lanes_chrono(p, n, &p->bs.busy0, &p->bs.limit0, &rtt);
+    }
+}
+
+/* A look at the lone message in flight to p: timed once its lanes drained, if the look before
+ * was close enough to tell when (the program was not away then). */
+static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    tcp_sample_t *bs = &p->bs;
+    const double gap = now - bs->looked;
+    uint64_t busy, limit;
+    double rtt, t;
+
+    bs->looked = now;
+    if (sending || now - bs->polled < BURST_POLL_S)
+        return;
+    bs->polled = now;
+    if (!lanes_drained(p, bs->n, SIOCOUTQ))
+        return;
+    bs->on = 0;
+    if (gap > BURST_AWAY_S) {
+        MLN_TRACE("tcp auto: world rank %d: a lone message drained while the program was away "
+                  "(%.1f ms): untimed",
+                  peer, gap * 1e3);
+        return;
+    }
+    t = now - bs->t0;
+    lanes_chrono(p, bs->n, &busy, &limit, &rtt);
+    busy -= bs->busy0;
+    limit -= bs->limit0;
+    burst_decide(s, peer, bs->cls, bs->n, t, busy > 0 ? (double)limit / (double)busy : 0, rtt);
+}
+
+void mln_tcp_auto_idle(mln_stripe_t *s, double now)
+{
+    if (s->cfg->stripe_lanes > 0 || now - s->tcp->lone_at > BURST_LONE_S)
+        return;
+    for (int peer = 0; peer < s->wsize; peer++)
+        if (s->tcp->peers[peer].state == PEER_UP && s->tcp->peers[peer].bs.on)
+            burst_step(s, peer, now, 0);
+}
+
 /* Our lanes to peer_world when they are up, else NULL. */
 static const tcp_peer_t *peer_up(const mln_stripe_t *s, int peer_world)
 {
@@ -304,7 +564,7 @@ int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world)
 {
     const tcp_peer_t *p = peer_up(s, peer_world);
 
-    return p ? p->active : 0;
+    return p ? mln_tcp_lanes_now(p) : 0;
 }
 
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world)

@@ -242,7 +242,8 @@ void mln_tcp_out_lanes_close(tcp_peer_t *p)
     }
     free(p->out);
     p->out = NULL;
-    p->nout = p->nup = p->active = 0;
+    p->nout = p->nup = p->active = p->burst = 0;
+    p->bs.on = 0;
 }
 
 void mln_tcp_close(mln_stripe_t *s)

@@ -288,6 +288,89 @@ static void t_auto(tctx_t *t)
     free(in);
 }
 
+/* MLN_STRIPE_LANES=auto, lone messages (tcp_auto.c): a 1 MiB ping-pong, every message alone on
+ * the lanes, until both ranks saw a lone message take more lanes than auto's first level (a
+ * class's first level, once timed, always tries twice its lanes), then eight more round trips;
+ * every 16th round four messages each way at once instead (not alone: the streaming level).
+ * Every byte and status checked, the counts within [1, MLN_STRIPE_LANES_MAX].  Run before any
+ * other striped traffic, so that the first level is auto's first. */
+static void t_lone(tctx_t *t)
+{
+    enum { N = 4, MAX_ROUNDS = 2000, AFTER = 8 };
+    const int64_t n = MIB + 3;
+    const int first = t->opt->lanes_max < 4 ? t->opt->lanes_max : 4;
+    uint8_t *out = xmalloc(N * n), *in = xmalloc(N * n);
+    int grown = 0, after = 0, round = 0, used = 0, most = 0;
+
+    if (t->partner < 0 || t->opt->lanes != 0 || strcmp(t->opt->backend, "tcp") != 0 ||
+        t->opt->lanes_max <= first) {
+        if (t->opt->lanes != 0 || strcmp(t->opt->backend, "tcp") != 0 || t->opt->lanes_max <= first)
+            fail(t, "lone: needs --backend tcp --lanes auto --lanes-max above 4");
+        free(out);
+        free(in);
+        return;
+    }
+    for (int i = 0; i < N; i++)
+        fill(out + i * n, n, t->rank, i);
+    for (; round < MAX_ROUNDS && after < AFTER && t->ok; round++) {
+        const int k = round % 16 == 15 ? N : 1; /* messages each way this round */
+        mln_request_t reqs[2 * N];
+        MPI_Status st[2 * N];
+        int mine, both = 0;
+
+        memset(in, 0, (size_t)(k * n));
+        if (k == 1 && t->rank < t->partner) { /* ping, then pong */
+            if (!expect(t, mln_stripe_send(out, n, MPI_BYTE, t->partner, t->tag, t->comm), MLN_OK,
+                        "lone: send") ||
+                !expect(t, mln_stripe_recv(in, n, MPI_BYTE, t->partner, t->tag, t->comm, st),
+                        MLN_OK, "lone: recv"))
+                break;
+        } else if (k == 1) {
+            if (!expect(t, mln_stripe_recv(in, n, MPI_BYTE, t->partner, t->tag, t->comm, st),
+                        MLN_OK, "lone: recv") ||
+                !expect(t, mln_stripe_send(out, n, MPI_BYTE, t->partner, t->tag, t->comm), MLN_OK,
+                        "lone: send"))
+                break;
+        } else {
+            for (int i = 0; i < k; i++)
+                expect(t,
+                       mln_stripe_irecv(in + i * n, n, MPI_BYTE, t->partner, t->tag + i, t->comm,
+                                        &reqs[i]),
+                       MLN_OK, "lone: irecv");
+            for (int i = 0; i < k; i++)
+                expect(t,
+                       mln_stripe_isend(out + i * n, n, MPI_BYTE, t->partner, t->tag + i, t->comm,
+                                        &reqs[k + i]),
+                       MLN_OK, "lone: isend");
+            if (!expect(t, mln_stripe_waitall(2 * k, reqs, st), MLN_OK, "lone: waitall"))
+                break;
+        }
+        for (int i = 0; i < k; i++)
+            if (!check_status(t, &st[i], t->partner, t->tag + i, n, "lone") ||
+                !check(t, in + i * n, n, t->partner, i, "lone"))
+                break;
+        used = mln_stripe_lanes_used(t->partner);
+        if (used < 1 || used > t->opt->lanes_max)
+            fail(t, "lone: %d lanes used (MLN_STRIPE_LANES_MAX %d)", used, t->opt->lanes_max);
+        if (k == 1 && used > most)
+            most = used;
+        mine = most > first;
+        MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_LAND, t->comm);
+        grown |= both;
+        after += grown;
+    }
+    if (t->ok && !grown)
+        fail(t,
+             "lone: after %d round trips this rank's lone messages took at most %d lanes, expected "
+             "more than auto's first level, %d (timed, it tries twice the lanes)",
+             round, most, first);
+    if (t->ok && t->rank == 0)
+        printf("# lone: %d rounds, lone messages took up to %d lanes, %d at the end\n", round, most,
+               used);
+    free(out);
+    free(in);
+}
+
 /* 64 messages of mixed sizes in flight each way at once, five tags interleaved. */
 static int64_t many_size(tctx_t *t, int i)
 {
@@ -678,11 +761,12 @@ typedef struct subtest {
     int watchdog_factor;
 } subtest_t;
 
-/* In running order: fault first (what follows then runs on the fallback), eintr before any
- * other striped traffic (it is about opening lanes), big last. */
+/* In running order: fault first (what follows then runs on the fallback), eintr and lone before
+ * any other striped traffic (they are about opening lanes), big last. */
 static const subtest_t subtests[] = {
     {"fault", t_fault, 0, 1},
     {"eintr", t_eintr, 0, 1},
+    {"lone", t_lone, 0, 2}, /* before other striped traffic: from auto's first level */
     {"sizes", t_sizes, 1, 1},
     {"order", t_order, 1, 1},
     {"anysrc", t_anysrc, 1, 1},
