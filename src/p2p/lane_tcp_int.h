@@ -69,7 +69,7 @@ typedef struct tcp_out {
     tcp_chunk_t *head, *tail;
     int nqueued;
     uint64_t queued_bytes;
-    uint64_t written; /* payload bytes, for MLN_STRIPE_FAULT */
+    uint64_t written; /* payload bytes (MLN_STRIPE_FAULT; a test of the spread) */
     /* the kernel's evidence (tcp_conn.c): when the peer's host last acknowledged anything, as
      * far as we have seen, and the kernel's retransmission count then */
     double ack_at;

@@ -437,5 +437,7 @@ int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world);
 void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes);
 /* For tests: the tcp lanes to peer that are up (auto keeps the ones it opened). */
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);
+/* For tests: payload bytes written so far on our tcp lane `lane` to peer (0 if not up). */
+uint64_t mln_tcp_lane_written(const mln_stripe_t *s, int peer_world, int lane);
 
 #endif /* MLN_STRIPE_INT_H */

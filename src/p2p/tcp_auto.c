@@ -573,3 +573,10 @@ int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world)
 
     return p ? p->nup : 0;
 }
+
+uint64_t mln_tcp_lane_written(const mln_stripe_t *s, int peer_world, int lane)
+{
+    const tcp_peer_t *p = peer_up(s, peer_world);
+
+    return p && lane >= 0 && lane < p->nup ? p->out[lane].written : 0;
+}

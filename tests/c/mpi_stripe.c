@@ -371,6 +371,58 @@ static void t_lone(tctx_t *t)
     free(in);
 }
 
+/* Chunk size and lane count together (issue 20): one message of 1 MiB each way at a time on a
+ * fixed --lanes N (32 and 64 in the testlist: chunks of 32 and 16 KiB); every lane to the
+ * partner must have carried payload bytes of each message, and every byte is checked. */
+static void t_spread(tctx_t *t)
+{
+    enum { ROUNDS = 4 };
+    const int64_t n = MIB;
+    const int lanes = t->opt->lanes;
+    uint8_t *out = xmalloc(n), *in = xmalloc(n);
+    uint64_t *before = xmalloc((size_t)(lanes > 0 ? lanes : 1) * sizeof(*before));
+
+    if (t->partner < 0 || lanes <= 0 || strcmp(t->opt->backend, "tcp") != 0) {
+        if (lanes <= 0 || strcmp(t->opt->backend, "tcp") != 0)
+            fail(t, "spread: needs --backend tcp --lanes N");
+        free(out);
+        free(in);
+        free(before);
+        return;
+    }
+    fill(out, n, t->rank, 0);
+    for (int round = 0; round < ROUNDS && t->ok; round++) {
+        mln_request_t reqs[2] = {MLN_REQUEST_NULL, MLN_REQUEST_NULL};
+        MPI_Status st[2];
+        int idle = 0, open;
+
+        for (int i = 0; i < lanes; i++)
+            before[i] = mln_tcp_lane_written(mln_stripe_engine(), t->partner, i);
+        memset(in, 0, (size_t)n);
+        expect(t, mln_stripe_irecv(in, n, MPI_BYTE, t->partner, t->tag, t->comm, &reqs[0]), MLN_OK,
+               "spread: irecv");
+        expect(t, mln_stripe_isend(out, n, MPI_BYTE, t->partner, t->tag, t->comm, &reqs[1]), MLN_OK,
+               "spread: isend");
+        if (!expect(t, mln_stripe_waitall(2, reqs, st), MLN_OK, "spread: waitall") ||
+            !check_status(t, &st[0], t->partner, t->tag, n, "spread") ||
+            !check(t, in, n, t->partner, 0, "spread"))
+            break;
+        open = mln_tcp_lanes_open(mln_stripe_engine(), t->partner);
+        for (int i = 0; i < lanes; i++)
+            idle += mln_tcp_lane_written(mln_stripe_engine(), t->partner, i) == before[i];
+        if (open != lanes || idle > 0)
+            fail(t, "spread: a %lld-byte message over %d lanes (%d open) left %d of them idle",
+                 (long long)n, lanes, open, idle);
+        MPI_Barrier(t->comm);
+    }
+    if (t->ok && t->rank == 0)
+        printf("# spread: %d messages of %lld bytes, every one on all %d lanes\n", ROUNDS,
+               (long long)n, lanes);
+    free(out);
+    free(in);
+    free(before);
+}
+
 /* 64 messages of mixed sizes in flight each way at once, five tags interleaved. */
 static int64_t many_size(tctx_t *t, int i)
 {
@@ -772,6 +824,7 @@ static const subtest_t subtests[] = {
     {"anysrc", t_anysrc, 1, 1},
     {"exchange", t_exchange, 1, 1},
     {"auto", t_auto, 0, 2},
+    {"spread", t_spread, 0, 1},
     {"many", t_many, 1, 1},
     {"blocking", t_blocking, 1, 1},
     {"test", t_test, 1, 1},
