@@ -28,6 +28,8 @@
 #include "lane_sched.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -448,6 +450,16 @@ static int sealed_done(mln_stripe_t *s, tcp_in_t *in)
 
 /* Reads from one in-lane; returns 1 when bytes moved, -1 when it must be dropped, 0 also
  * when src's lanes were closed (in is gone then). */
+/* Everything read and a frame just ended: the kernel acknowledges now what it would hold back
+ * for up to 40 ms (a delayed ACK of a message's last segment).  The sender's auto times a lone
+ * message to its last byte acknowledged (tcp_auto.c); a late ACK would hide that time. */
+static void ack_now(int fd)
+{
+    const int one = 1;
+
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
 static int in_read(mln_stripe_t *s, tcp_in_t *in)
 {
     uint64_t budget = TCP_READ_BUDGET;
@@ -520,8 +532,11 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
                 continue;
             }
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            if (moved && errno != EINTR && in->state == IN_FRAME && in->hgot == 0)
+                ack_now(in->fd);
             return moved;
+        }
         /* end of stream or error */
         if (in->state == IN_HELLO || in->state == IN_RESPONSE || in->src < 0)
             return -1; /* never a lane (or one src gave up before using it) */

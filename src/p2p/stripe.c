@@ -758,7 +758,7 @@ static mln_req_t *plain_wait_target(const mln_stripe_t *s, mln_req_t **reqs, int
 {
     const mln_req_t *unmatched = NULL;
 
-    if (s->thread_on || mln_mpilane_busy(s))
+    if (s->thread_on || mln_mpilane_busy(s) || mln_tcp_auto_watching(s))
         return NULL;
     for (const mln_req_t *r = s->active; r; r = r->next) {
         if ((r->state != MLN_REQ_RAW && r->state != MLN_REQ_HDR) || r->mreq == MPI_REQUEST_NULL)

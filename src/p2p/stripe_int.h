@@ -435,6 +435,9 @@ int mln_tcp_lanes_active(const mln_stripe_t *s, int peer_world);
 /* A striped message of `bytes` to peer_world starts on the tcp lanes: auto picks its lanes (a
  * lone message's own count, tcp_auto.c).  Nothing with a fixed MLN_STRIPE_LANES. */
 void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes);
+/* 1 while auto waits to see a lone message's last byte acknowledged (then the engine polls
+ * instead of sleeping in MPI_Wait, which would hide when that happened). */
+int mln_tcp_auto_watching(const mln_stripe_t *s);
 /* For tests: the tcp lanes to peer that are up (auto keeps the ones it opened). */
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);
 /* For tests: payload bytes written so far on our tcp lane `lane` to peer (0 if not up). */

@@ -33,14 +33,16 @@
  * share in fewer round trips; wan-2site: 16 or 32 lanes for 1 MiB against 8 for a stream) and on a
  * short path with a small queue smaller (the lanes' first flights overflow it).  Its time runs
  * from its start to the moment its lanes' send queues are empty (SIOCOUTQ: every byte
- * acknowledged), looked at while the program waits; a level's time is the fastest of
- * BURST_SAMPLES; from the streaming level, the class's count doubles while that cuts the time by
- * AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that carries the
- * message in about one round trip) and settles on the last that did; a settled class whose lanes
- * still wait on windows tries twice the lanes every BURST_REPROBE messages.  (Cutting every lone
- * message for a quarter window per lane, without timing, was tried and dropped: on wan-short the
- * burst of 64 lanes' first segments overflowed the 250 kB queue and each lost tail waited for a
- * retransmission timeout, 130 ms one way where 2 lanes take 12-15 ms.)
+ * acknowledged), looked at while the program waits (the engine polls then instead of sleeping
+ * in MPI_Wait, mln_tcp_auto_watching; the receiver acknowledges a frame's end at once,
+ * TCP_QUICKACK in lane_tcp.c, where a delayed ACK would add up to 40 ms); a level's time is the
+ * fastest of BURST_SAMPLES; from the streaming level, the class's count doubles while that cuts the
+ * time by AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that
+ * carries the message in about one round trip) and settles on the last that did; a settled class
+ * whose lanes still wait on windows tries twice the lanes every BURST_REPROBE messages.  (Cutting
+ * every lone message for a quarter window per lane, without timing, was tried and dropped: on
+ * wan-short the burst of 64 lanes' first segments overflowed the 250 kB queue and each lost tail
+ * waited for a retransmission timeout, 130 ms one way where 2 lanes take 12-15 ms.)
  *
  * Every decision is logged at debug level (the rates, the retransmissions, the lone messages'
  * times); mln_stripe_lanes_used() reports the count the latest message to the peer took (its
@@ -82,7 +84,7 @@
     0.003                 /* looks further apart: the program was away, the time not the path's    \
                            */
 #define BURST_LIMITED 0.5 /* lanes waiting on windows this share of their busy time */
-#define BURST_SAMPLES 2   /* lone messages timed per level (its time: the fastest) */
+#define BURST_SAMPLES 3   /* lone messages timed per level (its time: the fastest) */
 #define BURST_LONE_S 10.0 /* a lone message not drained by then is no longer looked at */
 #define BURST_REPROBE 64  /* samples of a settled class between probes of twice its lanes */
 
@@ -549,6 +551,17 @@ void mln_tcp_auto_idle(mln_stripe_t *s, double now)
     for (int peer = 0; peer < s->wsize; peer++)
         if (s->tcp->peers[peer].state == PEER_UP && s->tcp->peers[peer].bs.on)
             burst_step(s, peer, now, 0);
+}
+
+int mln_tcp_auto_watching(const mln_stripe_t *s)
+{
+    if (s->cfg->stripe_lanes > 0 || s->tcp == NULL ||
+        mln_stripe_now() - s->tcp->lone_at > BURST_LONE_S)
+        return 0;
+    for (int peer = 0; peer < s->wsize; peer++)
+        if (s->tcp->peers[peer].state == PEER_UP && s->tcp->peers[peer].bs.on)
+            return 1;
+    return 0;
 }
 
 /* Our lanes to peer_world when they are up, else NULL. */
