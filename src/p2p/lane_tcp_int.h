@@ -114,6 +114,8 @@ typedef struct tcp_auto {
 
 typedef struct tcp_burst {
     int level;     /* lanes for the class (0: no message of it yet) */
+    int first;     /* its first level (the streaming level then) */
+    int down;      /* 1 while fewer lanes than the first are tried */
     int prev;      /* the level sampled before (0: none) */
     double prev_t; /* its time (s) */
     int settled;

@@ -38,11 +38,13 @@
  * TCP_QUICKACK in lane_tcp.c, where a delayed ACK would add up to 40 ms); a level's time is the
  * fastest of BURST_SAMPLES; from the streaming level, the class's count doubles while that cuts the
  * time by AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that
- * carries the message in about one round trip) and settles on the last that did; a settled class
- * whose lanes still wait on windows tries twice the lanes every BURST_REPROBE messages.  (Cutting
- * every lone message for a quarter window per lane, without timing, was tried and dropped: on
- * wan-short the burst of 64 lanes' first segments overflowed the 250 kB queue and each lost tail
- * waited for a retransmission timeout, 130 ms one way where 2 lanes take 12-15 ms.)
+ * carries the message in about one round trip) and settles on the last that did (when not even
+ * the first doubling did, it halves while no more than BURST_FEWER slower than the best: a short
+ * path with a small queue); a settled class whose lanes still wait on windows tries twice the lanes
+ * every BURST_REPROBE messages.  (Cutting every lone message for a quarter window per lane, without
+ * timing, was tried and dropped: on wan-short the burst of 64 lanes' first segments overflowed the
+ * 250 kB queue and each lost tail waited for a retransmission timeout, 130 ms one way where 2 lanes
+ * take 12-15 ms.)
  *
  * Every decision is logged at debug level (the rates, the retransmissions, the lone messages'
  * times); mln_stripe_lanes_used() reports the count the latest message to the peer took (its
@@ -86,6 +88,7 @@
 #define BURST_LIMITED 0.5 /* lanes waiting on windows this share of their busy time */
 #define BURST_SAMPLES 3   /* lone messages timed per level (its time: the fastest) */
 #define BURST_LONE_S 10.0 /* a lone message not drained by then is no longer looked at */
+#define BURST_FEWER 1.05  /* fewer lanes (cheaper) are kept if no slower than this x the best */
 #define BURST_REPROBE 64  /* samples of a settled class between probes of twice its lanes */
 
 static void burst_step(mln_stripe_t *s, int peer, double now, int sending);
@@ -401,6 +404,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
               peer, 1 << (BURST_MIN_LOG2 + cls - 10), level, t * 1e3, why);
     b->level = level;
     b->prev = 0;
+    b->down = 0;
     b->settled = 1;
     b->since = 0;
 }
@@ -431,6 +435,7 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
             (p->grow_stop && n >= p->nup))
             return;
         b->settled = 0;
+        b->first = 0; /* a probe goes up only */
         b->prev = n;
         b->prev_t = t;
         burst_level(s, peer, b, 2 * n);
@@ -445,7 +450,29 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
     t = b->best;
     share = b->best_share;
     b->nsamples = 0;
+    if (b->down) { /* fewer lanes than the first: kept while within BURST_FEWER of the best */
+        if (t > b->prev_t * BURST_FEWER)
+            burst_settle(p, peer, cls, b->prev, b->prev_t, "fewer lanes were slower");
+        else if (n <= 1)
+            burst_settle(p, peer, cls, n, t, "one lane");
+        else {
+            b->prev = n;
+            b->prev_t = t < b->prev_t ? t : b->prev_t;
+            burst_level(s, peer, b, n / 2);
+        }
+        return;
+    }
     if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
+        if (b->prev == b->first && b->first > 1) {
+            /* twice the first level did not help: a short path with a small queue may want
+             * fewer (wan-short: 1 or 2 lanes carry 1 MiB faster than 4) */
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes no faster "
+                      "than %d; trying %d",
+                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, b->prev, b->prev / 2);
+            b->down = 1;
+            burst_level(s, peer, b, b->prev / 2);
+            return;
+        }
         burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes did not cut the time by 10%");
         return;
     }
@@ -492,8 +519,10 @@ void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
         }
     cls = burst_class(bytes);
     b = &p->bc[cls];
-    if (b->level == 0)
+    if (b->level == 0) {
         burst_level(s, peer_world, b, p->active);
+        b->first = b->level;
+    }
     n = b->level < p->nup ? b->level : p->nup;
     if (!lanes_drained(p, p->nup, SIOCOUTQNSD)) {
         MLN_TRACE("tcp auto: world rank %d: message %llu not alone (the lanes have bytes to send)",
