@@ -101,6 +101,7 @@ typedef struct tcp_auto {
     uint32_t retrans;    /* retransmissions over this level's intervals */
     double settled_busy; /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
     double rate;         /* the settled level's rate (reports) */
+    double settle_rate;  /* its rate when it settled: a rise by AUTO_GAIN since calls a probe */
     double looked;       /* the last look (a gap between looks: the program was away) */
     uint64_t win;        /* a lane's window (bytes in flight per round trip), 0: unknown */
     double win_at;       /* when it was looked at */

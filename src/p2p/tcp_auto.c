@@ -161,7 +161,7 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
     MLN_DEBUG("tcp auto: world rank %d settles on %d lanes (%.0f Mbit/s): %s", peer, level,
               rate * 8e-6, why);
     p->active = p->a.level = level;
-    p->a.rate = rate;
+    p->a.rate = p->a.settle_rate = rate;
     p->a.prev = 0;
     p->a.settled_busy = 0;
     p->a.sum = 0;
@@ -322,7 +322,15 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
             p->a.nsamples = 1;
             p->a.settled_busy += span;
-            if (p->a.settled_busy >= AUTO_REPROBE_S)
+            /* the program's traffic changed (a stream after bursts too short for more lanes to
+             * pay): the level is tried again at once */
+            if (rate > AUTO_GAIN * p->a.settle_rate) {
+                MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when "
+                          "settled)",
+                          peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
+                p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
+                probe(s, peer, now);
+            } else if (p->a.settled_busy >= AUTO_REPROBE_S)
                 probe(s, peer, now);
             continue;
         }
@@ -464,8 +472,9 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
     }
     if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
         if (b->prev == b->first && b->first > 1) {
-            /* twice the first level did not help: a short path with a small queue may want
-             * fewer (wan-short: 1 or 2 lanes carry 1 MiB faster than 4) */
+            /* twice the first level did not help, and the first did not wait on windows: a
+             * short path with a small queue may want fewer (wan-short: 1 or 2 lanes carry 1 MiB
+             * faster than 4) */
             MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes no faster "
                       "than %d; trying %d",
                       peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, b->prev, b->prev / 2);
@@ -485,6 +494,8 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
     rounds = t / rtt;
     if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));
+    if (n == b->first && share >= BURST_LIMITED)
+        b->first = 0; /* its lanes waited on windows: fewer can only be slower, never tried */
     b->prev = n;
     b->prev_t = t;
     burst_level(s, peer, b, next);
