@@ -23,7 +23,9 @@
  * Probe: a settled peer whose lanes are window-bound (the rate at least AUTO_WINDOW of level x
  * window / round trip: every lane carries all its window allows, so the path may have room)
  * probes twice the lanes again after AUTO_REPROBE_S seconds of measured traffic (the path may
- * have freed up); kept if they raise the rate by AUTO_GAIN, else undone.  It never probes down:
+ * have freed up), or at once when its own rate rose by AUTO_GAIN since it settled (the program's
+ * traffic changed: bursts too short for more lanes to pay, then a stream); kept if they raise
+ * the rate by AUTO_GAIN, else undone.  It never probes down:
  * a level it settled on had beaten the one below by AUTO_GAIN.
  *
  * Lone messages.  A message that finds the peer's lanes idle (no other send to it in flight,
