@@ -250,8 +250,9 @@ def test_stripe_auto_scenarios(file: str, network: str, fixed: list[str]) -> Non
             "sizes": "1M,10M,64M",
             "reps": 3,
             "warmup": 1,
+            "iter_budget": "8M",
             "min_iters": 1,
-            "max_iters": 3,
+            "max_iters": 8,
             "window_bytes": "64M",
             "security": "auth",
         }
