@@ -448,8 +448,6 @@ static int sealed_done(mln_stripe_t *s, tcp_in_t *in)
     return 1;
 }
 
-/* Reads from one in-lane; returns 1 when bytes moved, -1 when it must be dropped, 0 also
- * when src's lanes were closed (in is gone then). */
 /* Everything read and a frame just ended: the kernel acknowledges now what it would hold back
  * for up to 40 ms (a delayed ACK of a message's last segment).  The sender's auto times a lone
  * message to its last byte acknowledged (tcp_auto.c); a late ACK would hide that time. */
@@ -460,6 +458,8 @@ static void ack_now(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 }
 
+/* Reads from one in-lane; returns 1 when bytes moved, -1 when it must be dropped, 0 also
+ * when src's lanes were closed (in is gone then). */
 static int in_read(mln_stripe_t *s, tcp_in_t *in)
 {
     uint64_t budget = TCP_READ_BUDGET;

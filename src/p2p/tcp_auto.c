@@ -285,6 +285,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         uint64_t acked;
         uint32_t retrans;
         double rtt, span, rate, last;
+        int rose;
 
         if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
             continue;
@@ -326,13 +327,14 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             p->a.settled_busy += span;
             /* the program's traffic changed (a stream after bursts too short for more lanes to
              * pay): the level is tried again at once */
-            if (rate > AUTO_GAIN * p->a.settle_rate) {
+            rose = rate > AUTO_GAIN * p->a.settle_rate;
+            if (rose) {
                 MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when "
                           "settled)",
                           peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
                 p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
-                probe(s, peer, now);
-            } else if (p->a.settled_busy >= AUTO_REPROBE_S)
+            }
+            if (rose || p->a.settled_busy >= AUTO_REPROBE_S)
                 probe(s, peer, now);
             continue;
         }
@@ -586,22 +588,33 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
     burst_decide(s, peer, bs->cls, bs->n, t, busy > 0 ? (double)limit / (double)busy : 0, rtt);
 }
 
+/* 1 while a lone message may be being timed: auto on, one started within BURST_LONE_S. */
+static int lone_recent(const mln_stripe_t *s, double now)
+{
+    return s->cfg->stripe_lanes <= 0 && now - s->tcp->lone_at <= BURST_LONE_S;
+}
+
+/* 1 when the drain of a lone message to peer is awaited. */
+static int lone_timed(const mln_stripe_t *s, int peer)
+{
+    return s->tcp->peers[peer].state == PEER_UP && s->tcp->peers[peer].bs.on;
+}
+
 void mln_tcp_auto_idle(mln_stripe_t *s, double now)
 {
-    if (s->cfg->stripe_lanes > 0 || now - s->tcp->lone_at > BURST_LONE_S)
+    if (!lone_recent(s, now))
         return;
     for (int peer = 0; peer < s->wsize; peer++)
-        if (s->tcp->peers[peer].state == PEER_UP && s->tcp->peers[peer].bs.on)
+        if (lone_timed(s, peer))
             burst_step(s, peer, now, 0);
 }
 
 int mln_tcp_auto_watching(const mln_stripe_t *s)
 {
-    if (s->cfg->stripe_lanes > 0 || s->tcp == NULL ||
-        mln_stripe_now() - s->tcp->lone_at > BURST_LONE_S)
+    if (s->tcp == NULL || !lone_recent(s, mln_stripe_now()))
         return 0;
     for (int peer = 0; peer < s->wsize; peer++)
-        if (s->tcp->peers[peer].state == PEER_UP && s->tcp->peers[peer].bs.on)
+        if (lone_timed(s, peer))
             return 1;
     return 0;
 }
