@@ -120,8 +120,9 @@ typedef struct tcp_burst {
     int prev;      /* the level sampled before (0: none) */
     double prev_t; /* its time (s) */
     int settled;
-    int since;         /* samples at the settled level (the next probe's clock) */
+    int since;         /* messages at the settled level (one in BURST_REPROBE is timed) */
     int nsamples;      /* of the level being measured */
+    double sampled;    /* the sum of their times (s) */
     double best;       /* their fastest time (s) */
     double best_share; /* its share of time waiting on windows */
 } tcp_burst_t;
@@ -131,6 +132,7 @@ typedef struct tcp_burst {
 typedef struct tcp_sample {
     int on;
     int cls, n;      /* its size class and lanes */
+    uint64_t bytes;  /* its size */
     double t0;       /* its start */
     double looked;   /* the last look (a gap: the program was away, the time is not the path's) */
     double polled;   /* the last look at the queues */

@@ -38,15 +38,20 @@
  * acknowledged), looked at while the program waits (the engine polls then instead of sleeping
  * in MPI_Wait, mln_tcp_auto_watching; the receiver acknowledges a frame's end at once,
  * TCP_QUICKACK in lane_tcp.c, where a delayed ACK would add up to 40 ms); a level's time is the
- * fastest of BURST_SAMPLES; from the streaming level, the class's count doubles while that cuts the
+ * fastest of BURST_SAMPLES (more, up to BURST_SAMPLES_MAX, on a short path, where they are cheap
+ * and noise weighs more).  From the streaming level, when its lanes neither waited on their windows
+ * nor carried half a window per round trip (wan-short: one lane fills the link), the class's count
+ * first halves while fewer lanes are no slower by AUTO_GAIN (fewer cost less: sockets, queue
+ * overflow); otherwise, or when half was slower (a per-flow cap), it doubles while that cuts the
  * time by AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that
- * carries the message in about one round trip) and settles on the last that did (when not even
- * the first doubling did, it halves while no more than BURST_FEWER slower than the best: a short
- * path with a small queue); a settled class whose lanes still wait on windows tries twice the lanes
- * every BURST_REPROBE messages.  (Cutting every lone message for a quarter window per lane, without
- * timing, was tried and dropped: on wan-short the burst of 64 lanes' first segments overflowed the
- * 250 kB queue and each lost tail waited for a retransmission timeout, 130 ms one way where 2 lanes
- * take 12-15 ms.)
+ * carries the message in about one round trip) and settles on the last that did.  A settled
+ * class times one message in BURST_REPROBE (the others are not watched) and, when its lanes still
+ * wait on windows then, tries twice the lanes.  (Cutting every lone message for a quarter window
+ * per lane, without timing, was tried and dropped: on wan-short the burst of 64 lanes' first
+ * segments overflowed the 250 kB queue and each lost tail waited for a retransmission timeout,
+ * 130 ms one way where 2 lanes take 12-15 ms.)  On this 2-core VM one message's time varies by 30%
+ * from one to the next, more than the 10-20% between 1, 2 and 4 lanes on wan-short: there the
+ * class settles on 1 or 2 lanes, sometimes 4.
  *
  * Every decision is logged at debug level (the rates, the retransmissions, the lone messages'
  * times); mln_stripe_lanes_used() reports the count the latest message to the peer took (its
@@ -55,8 +60,10 @@
  *
  * Cost: one TCP_INFO per lane up per interval (intervals of at least AUTO_MIN_S); O(peers +
  * sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one SIOCOUTQNSD
- * per lane up as it starts, TCP_INFO on its lanes twice, SIOCOUTQ on them every BURST_POLL_S
- * while it drains.  Finding the count on a path of round trip R
+ * per lane up as it starts; while its class searches (and for one in BURST_REPROBE once it
+ * settled), TCP_INFO on its lanes twice and SIOCOUTQ on them every BURST_POLL_S while it drains
+ * (the program polls then instead of sleeping in MPI_Wait).  A class settles after about
+ * BURST_SAMPLES x (levels tried) lone messages.  Finding the count on a path of round trip R
  * from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES
  * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
  * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s).
@@ -84,14 +91,18 @@
 #define AUTO_WIN_AGE_S 1.0    /* the window is looked at again after this long */
 #define BURST_MIN_LOG2 19     /* lone messages of 512 KiB and more have their own count */
 #define BURST_POLL_S 0.0002   /* a drained lone message's queues are looked at no more often */
-#define BURST_AWAY_S                                                                               \
-    0.003                 /* looks further apart: the program was away, the time not the path's    \
-                           */
+/* looks further apart than BURST_AWAY_S: the program was away, the time not the path's */
+#define BURST_AWAY_S 0.003
 #define BURST_LIMITED 0.5 /* lanes waiting on windows this share of their busy time */
-#define BURST_SAMPLES 3   /* lone messages timed per level (its time: the fastest) */
+#define BURST_SAMPLES 3   /* lone messages timed per level at least */
+/* and more, up to BURST_SAMPLES_MAX, until they took BURST_SAMPLED_S: cheap samples (a short
+ * path), where noise weighs more */
+#define BURST_SAMPLED_S 0.1
+#define BURST_SAMPLES_MAX 8
+/* lanes that carried less than BURST_ROOM of their windows per round trip had room */
+#define BURST_ROOM 0.5
 #define BURST_LONE_S 10.0 /* a lone message not drained by then is no longer looked at */
-#define BURST_FEWER 1.05  /* fewer lanes (cheaper) are kept if no slower than this x the best */
-#define BURST_REPROBE 64  /* samples of a settled class between probes of twice its lanes */
+#define BURST_REPROBE 64  /* messages of a settled class between probes of twice its lanes */
 
 static void burst_step(mln_stripe_t *s, int peer, double now, int sending);
 
@@ -424,17 +435,19 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
 /*
  * A lone message of class cls took t seconds on n lanes (its start to its last byte
  * acknowledged), its lanes waiting on windows for `share` of their busy time; rtt the lanes'
- * round trip.  A level's time is the fastest of BURST_SAMPLES messages.  From the class's first
- * level the lanes double while that cuts the time by AUTO_GAIN; when the lanes mostly waited on
+ * round trip.  A level's time is the fastest of its samples.  From the class's first level, when
+ * its lanes had room in their windows, the lanes halve while that costs less than AUTO_GAIN;
+ * otherwise they double while that cuts the time by AUTO_GAIN; when the lanes mostly waited on
  * their windows and the message took `rounds` round trips, the next level is the one that would
  * carry it in about one (a power of two, at least twice the lanes).  The first level that does not
- * help sends the class back to the one before. A settled class whose lanes still wait on windows
- * probes twice its lanes every BURST_REPROBE samples.
+ * help sends the class back to the one before.  A settled class's timed message (one in
+ * BURST_REPROBE) probes twice its lanes when they still waited on windows.
  */
-static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, double share,
+static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t, double share,
                          double rtt)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
+    const int cls = bs->cls, n = bs->n;
     tcp_burst_t *b = &p->bc[cls];
     double rounds;
     int next;
@@ -443,8 +456,8 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
               "round trips, %.0f%% of the lanes' time waiting on windows)",
               peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100);
     if (b->settled) {
-        if (++b->since < BURST_REPROBE || share < BURST_LIMITED || n >= p->cap ||
-            (p->grow_stop && n >= p->nup))
+        b->since = 0;
+        if (share < BURST_LIMITED || n >= p->cap || (p->grow_stop && n >= p->nup))
             return;
         b->settled = 0;
         b->first = 0; /* a probe goes up only */
@@ -457,35 +470,46 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
         b->best = t;
         b->best_share = share;
     }
-    if (++b->nsamples < BURST_SAMPLES)
+    b->sampled += t;
+    if (++b->nsamples < BURST_SAMPLES ||
+        (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX))
         return;
     t = b->best;
     share = b->best_share;
     b->nsamples = 0;
-    if (b->down) { /* fewer lanes than the first: kept while within BURST_FEWER of the best */
-        if (t > b->prev_t * BURST_FEWER)
+    b->sampled = 0;
+    if (b->down) { /* fewer lanes than the first: kept unless slower by AUTO_GAIN */
+        if (t > b->prev_t * AUTO_GAIN && b->prev == b->first) {
+            /* half the first level was slower: more lanes may be faster (a per-flow cap) */
+            b->down = 0;
+            b->first = 0;
+            burst_level(s, peer, b, 2 * b->prev);
+        } else if (t > b->prev_t * AUTO_GAIN)
             burst_settle(p, peer, cls, b->prev, b->prev_t, "fewer lanes were slower");
         else if (n <= 1)
             burst_settle(p, peer, cls, n, t, "one lane");
         else {
             b->prev = n;
-            b->prev_t = t < b->prev_t ? t : b->prev_t;
+            b->prev_t = t;
             burst_level(s, peer, b, n / 2);
         }
         return;
     }
+    if (b->prev == 0 && n == b->first && n > 1 && share < BURST_LIMITED &&
+        (double)bs->bytes / (n * (t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd)) {
+        /* the first level's lanes did not wait on their windows, and each carried much less
+         * than its window per round trip: fewer may carry the message as fast (wan-short: one
+         * lane fills the link), and cost less; tried first */
+        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes not "
+                  "window-bound; trying %d",
+                  peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, n / 2);
+        b->down = 1;
+        b->prev = n;
+        b->prev_t = t;
+        burst_level(s, peer, b, n / 2);
+        return;
+    }
     if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
-        if (b->prev == b->first && b->first > 1) {
-            /* twice the first level did not help, and the first did not wait on windows: a
-             * short path with a small queue may want fewer (wan-short: 1 or 2 lanes carry 1 MiB
-             * faster than 4) */
-            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes no faster "
-                      "than %d; trying %d",
-                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, b->prev, b->prev / 2);
-            b->down = 1;
-            burst_level(s, peer, b, b->prev / 2);
-            return;
-        }
         burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes did not cut the time by 10%");
         return;
     }
@@ -498,8 +522,6 @@ static void burst_decide(mln_stripe_t *s, int peer, int cls, int n, double t, do
     rounds = t / rtt;
     if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));
-    if (n == b->first && share >= BURST_LIMITED)
-        b->first = 0; /* its lanes waited on windows: fewer can only be slower, never tried */
     b->prev = n;
     b->prev_t = t;
     burst_level(s, peer, b, next);
@@ -550,7 +572,13 @@ void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
                   peer_world, (unsigned long long)s->next_msg_id, n, b->level);
         return; /* its lanes are still opening: not the level's time */
     }
-    p->bs = (tcp_sample_t){.on = 1, .cls = cls, .n = n};
+    if (b->settled && ++b->since < BURST_REPROBE) {
+        MLN_TRACE("tcp auto: world rank %d: message %llu alone on %d lanes, its class settled: "
+                  "untimed",
+                  peer_world, (unsigned long long)s->next_msg_id, n);
+        return;
+    }
+    p->bs = (tcp_sample_t){.on = 1, .cls = cls, .n = n, .bytes = bytes};
     p->bs.t0 = p->bs.looked = p->bs.polled = s->tcp->lone_at = mln_stripe_now();
     {
         double rtt;
@@ -585,7 +613,7 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
     lanes_chrono(p, bs->n, &busy, &limit, &rtt);
     busy -= bs->busy0;
     limit -= bs->limit0;
-    burst_decide(s, peer, bs->cls, bs->n, t, busy > 0 ? (double)limit / (double)busy : 0, rtt);
+    burst_decide(s, peer, bs, t, busy > 0 ? (double)limit / (double)busy : 0, rtt);
 }
 
 /* 1 while a lone message may be being timed: auto on, one started within BURST_LONE_S. */
