@@ -20,13 +20,14 @@
  * measured whole (a level doubled on one early interval looked slower than it is, and the next
  * level then won by more than it does).
  *
- * Probe: a settled peer whose lanes are window-bound (the rate at least AUTO_WINDOW of level x
- * window / round trip: every lane carries all its window allows, so the path may have room)
- * probes twice the lanes again after AUTO_REPROBE_S seconds of measured traffic (the path may
- * have freed up), or at once when its own rate rose by AUTO_GAIN since it settled (the program's
- * traffic changed: bursts too short for more lanes to pay, then a stream); kept if they raise
- * the rate by AUTO_GAIN, else undone.  It never probes down:
- * a level it settled on had beaten the one below by AUTO_GAIN.
+ * Probe: a settled peer probes twice the lanes at once when its own rate rose by AUTO_GAIN since
+ * it settled (the program's traffic changed: bursts too short for more lanes to pay, then a
+ * stream; wan-perflow, where 4 lanes at 100 Mbit/s each won over 8 during 1 MiB bursts, then
+ * carried a 10 MiB stream at 4 x 100), and, when its lanes are window-bound (the rate at least
+ * AUTO_WINDOW of level x window / round trip: every lane carries all its window allows, so the
+ * path may have room), again after AUTO_REPROBE_S seconds of measured traffic (the path may have
+ * freed up); kept if they raise the rate by AUTO_GAIN, else undone.  It never probes down: a
+ * level it settled on had beaten the one below by AUTO_GAIN.
  *
  * Lone messages.  A message that finds the peer's lanes idle (no other send to it in flight,
  * nothing on the lanes waiting to be sent: a ping-pong's, a program's occasional large message) is
@@ -262,8 +263,10 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     level_set(s, peer, 2 * level < max ? 2 * level : max, now);
 }
 
-/* From a settled level whose lanes are window-bound, a probe of twice the lanes. */
-static void probe(mln_stripe_t *s, int peer, double now)
+/* From a settled level, a probe of twice the lanes: when its rate rose (the program's traffic
+ * changed since the level was chosen: whatever bound it then, a per-flow cap included, may not
+ * now), or when its lanes are window-bound. */
+static void probe(mln_stripe_t *s, int peer, double now, int rose)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int level = p->a.level;
@@ -272,7 +275,7 @@ static void probe(mln_stripe_t *s, int peer, double now)
     p->a.settled_busy = 0;
     if (next > p->cap)
         next = p->cap;
-    if (next == level || (p->grow_stop && next > p->nup) || !window_bound(p, p->a.rate))
+    if (next == level || (p->grow_stop && next > p->nup) || (!rose && !window_bound(p, p->a.rate)))
         return;
     MLN_DEBUG("tcp auto: world rank %d: probing %d lanes (settled on %d)", peer, next, level);
     p->a.prev = level;
@@ -346,7 +349,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
                 p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
             }
             if (rose || p->a.settled_busy >= AUTO_REPROBE_S)
-                probe(s, peer, now);
+                probe(s, peer, now, rose);
             continue;
         }
         p->a.sum += rate;
@@ -496,10 +499,12 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     if (b->prev == 0 && n == b->first && n > 1 && share < BURST_LIMITED &&
-        (double)bs->bytes / (n * (t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd)) {
+        (double)bs->bytes / (n * (t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd) &&
+        t * BURST_SAMPLES < BURST_SAMPLED_S) {
         /* the first level's lanes did not wait on their windows, and each carried much less
          * than its window per round trip: fewer may carry the message as fast (wan-short: one
-         * lane fills the link), and cost less; tried first */
+         * lane fills the link), and cost less; tried first where the messages are cheap to time
+         * (a wrong try on 64 MiB messages costs seconds, more than fewer lanes could save) */
         MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes not "
                   "window-bound; trying %d",
                   peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, n / 2);
