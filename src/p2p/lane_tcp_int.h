@@ -78,31 +78,41 @@ typedef struct tcp_out {
 
 typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state_t;
 
+/* Lanes' TCP_INFO: bytes acknowledged, retransmissions and segments sent, summed; their largest
+ * smoothed round trip (s). */
+typedef struct tcp_lanes_info {
+    uint64_t acked;
+    uint32_t retrans, segs;
+    double rtt;
+} tcp_lanes_info_t;
+
 /* MLN_STRIPE_LANES=auto (tcp_auto.c): the lane count of one peer, found by measuring.  A
  * level (a lane count) is warmed up (new lanes leave slow start), then measured over intervals
  * in which a striped send to the peer was always moving: the bytes the peer's host acknowledged
- * (TCP_INFO) per second.  Levels double while that raises the rate by AUTO_GAIN; the first that
- * does not sends it back to the one before, where it settles; a settled peer whose lanes are
+ * (TCP_INFO) per second.  Levels double while that raises the rate by AUTO_GAIN or the lanes'
+ * loss is the path's (no larger share of segments lost than the level before); the first that
+ * does neither sends it back to the one before, where it settles; a settled peer whose lanes are
  * window-bound probes twice the lanes now and then. */
 typedef enum { AUTO_OFF, AUTO_GROW, AUTO_WARM, AUTO_MEASURE, AUTO_SETTLED } tcp_auto_phase_t;
 
 typedef struct tcp_auto {
     tcp_auto_phase_t phase;
-    int level;         /* lanes being measured (or opened, in AUTO_GROW) */
-    int prev;          /* the level measured before it (0: none) */
-    double prev_rate;  /* its rate, bytes/s */
-    double t0;         /* the current interval's start */
-    double rtt;        /* the largest smoothed round trip of the lanes then (s) */
-    uint64_t acked0;   /* bytes acknowledged on the lanes up by then */
-    uint32_t retrans0; /* their retransmissions by then */
-    double busy;       /* seconds of this interval a send to the peer was seen moving */
-    double sum;        /* rates of this level's intervals */
+    int level;           /* lanes being measured (or opened, in AUTO_GROW) */
+    int prev;            /* the level measured before it (0: none) */
+    double prev_rate;    /* its rate, bytes/s */
+    double t0;           /* the current interval's start */
+    tcp_lanes_info_t i0; /* the lanes up then */
+    double busy;         /* seconds of this interval a send to the peer was seen moving */
+    double sum;          /* rates of this level's intervals */
     int nsamples;
-    uint32_t retrans;    /* retransmissions over this level's intervals */
+    uint32_t retrans;                 /* retransmissions over this level's intervals */
+    uint32_t segs;                    /* segments sent over them */
+    uint32_t prev_retrans, prev_segs; /* the level before's */
     double settled_busy; /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
     double rate;         /* the settled level's rate (reports) */
     double settle_rate;  /* its rate when it settled: a rise by AUTO_GAIN since calls a probe */
     double looked;       /* the last look (a gap between looks: the program was away) */
+    double warm_looked;  /* the last look whether a warming level's lanes left slow start */
     uint64_t win;        /* a lane's window (bytes in flight per round trip), 0: unknown */
     double win_at;       /* when it was looked at */
     uint64_t sending;    /* the last look (pass) that saw a striped send to the peer moving */

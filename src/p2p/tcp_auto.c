@@ -6,7 +6,9 @@
  * bottleneck's queue.  The sender finds the count per peer by measuring what the lanes carry:
  *
  * Warm: a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
- * unmeasured, so that lanes just opened leave slow start.
+ * unmeasured, and longer, up to AUTO_WARM_MAX_RTTS, until every lane of it left slow start (a
+ * loss ended it, or its window caps it): on a lossy path new lanes' slow start overshoots by
+ * hundreds of segments, whose losses and decaying rate are not the level's.
  *
  * Measure: AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in which
  * a striped send to the peer was moving for AUTO_BUSY of the time (between looks no further apart
@@ -15,10 +17,16 @@
  * nothing to send (or was away, computing) measures the program, not the path, and is dropped.
  *
  * Decide: from AUTO_FIRST lanes, the level doubles (lanes opened without blocking, joining once
- * up) while that raises the rate by AUTO_GAIN; the first level that does not, or whose extra
- * lanes only caused loss, sends it back to the level before, where it settles.  Every level is
- * measured whole (a level doubled on one early interval looked slower than it is, and the next
- * level then won by more than it does).
+ * up) while that raises the rate by AUTO_GAIN; the first level that does not sends it back to
+ * the level before, where it settles.  Every level is measured whole (a level doubled on one
+ * early interval looked slower than it is, and the next level then won by more than it does).
+ * But where the level before lost segments and this one lost no larger share of its own (within
+ * AUTO_LOSS_RISE and AUTO_LOSS_SLACK), the loss is the path's (random loss, a per-flow policer),
+ * not a queue the lanes overflow (there the share lost grows with the lanes): each lane's rate is
+ * its own, more lanes add up, and a rate that did not rise is the noise of a few round trips of
+ * loss-bound lanes (wan-lossy: 4 lanes measured at 430 Mbit/s, 8 at 270, where 4 carry 140 and 8
+ * 280 over seconds); the level doubles again.  (Settling there, auto stopped at 4-8 lanes on
+ * wan-lossy, where 64 carry twice as much.)
  *
  * Probe: a settled peer probes twice the lanes at once when its own rate rose by AUTO_GAIN since
  * it settled (the program's traffic changed: bursts too short for more lanes to pay, then a
@@ -67,31 +75,40 @@
  * BURST_SAMPLES x (levels tried) lone messages.  Finding the count on a path of round trip R
  * from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES
  * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
- * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s).
+ * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s); on a lossy path the warm-up runs up to
+ * AUTO_WARM_MAX_RTTS a level (wan-lossy: about 2 s from 4 lanes to 64).  Deciding when new
+ * lanes left slow start: one TCP_INFO per lane of the level per look while it warms.
  */
 #include "lane_tcp_int.h"
 
 #include <linux/tcp.h> /* the kernel's struct tcp_info (glibc's lacks tcpi_bytes_acked) */
+#ifndef TCP_INFINITE_SSTHRESH
+#define TCP_INFINITE_SSTHRESH 0x7fffffff /* the kernel's, not exported */
+#endif
 #include <netinet/in.h>
 #include <linux/sockios.h> /* SIOCOUTQ, SIOCOUTQNSD */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
-#define AUTO_FIRST 4          /* lanes a peer starts with */
-#define AUTO_GAIN 1.10        /* a doubling must raise the rate this much to be kept */
-#define AUTO_WINDOW 0.75      /* window-bound: the rate is this much of what windows allow */
-#define AUTO_WARM_RTTS 4.0    /* round trips a new level runs before it is measured */
-#define AUTO_SAMPLE_RTTS 4.0  /* round trips per measured interval */
-#define AUTO_SAMPLES 2        /* intervals per level */
-#define AUTO_MIN_S 0.05       /* no interval is shorter (loopback, a LAN) */
-#define AUTO_MAX_S 1.0        /* nor longer */
-#define AUTO_REPROBE_S 20.0   /* seconds of measured traffic between probes of a settled peer */
-#define AUTO_DEFAULT_RTT 0.01 /* before any lane has a round trip */
-#define AUTO_GAP_S 0.05       /* looks further apart than this: the program was away */
-#define AUTO_BUSY 0.8         /* an interval counts if a send moved for this share of it */
-#define AUTO_WIN_AGE_S 1.0    /* the window is looked at again after this long */
-#define BURST_MIN_LOG2 19     /* lone messages of 512 KiB and more have their own count */
-#define BURST_POLL_S 0.0002   /* a drained lone message's queues are looked at no more often */
+#define AUTO_FIRST 4        /* lanes a peer starts with */
+#define AUTO_GAIN 1.10      /* a doubling must raise the rate this much to be kept */
+#define AUTO_LOSS_RISE 1.5  /* a level's share of segments lost this much above the one before */
+#define AUTO_LOSS_SLACK 4.0 /* and this many retransmissions more: the lanes' doing */
+#define AUTO_WINDOW 0.75    /* window-bound: the rate is this much of what windows allow */
+#define AUTO_WARM_RTTS 4.0  /* round trips a new level runs before it is measured */
+#define AUTO_WARM_MAX_RTTS 32.0 /* or longer, up to this, until its lanes left slow start */
+#define AUTO_WARM_LOOK_S 0.01   /* and looks whether they did no more often */
+#define AUTO_SAMPLE_RTTS 4.0    /* round trips per measured interval */
+#define AUTO_SAMPLES 2          /* intervals per level */
+#define AUTO_MIN_S 0.05         /* no interval is shorter (loopback, a LAN) */
+#define AUTO_MAX_S 1.0          /* nor longer */
+#define AUTO_REPROBE_S 20.0     /* seconds of measured traffic between probes of a settled peer */
+#define AUTO_DEFAULT_RTT 0.01   /* before any lane has a round trip */
+#define AUTO_GAP_S 0.05         /* looks further apart than this: the program was away */
+#define AUTO_BUSY 0.8           /* an interval counts if a send moved for this share of it */
+#define AUTO_WIN_AGE_S 1.0      /* the window is looked at again after this long */
+#define BURST_MIN_LOG2 19       /* lone messages of 512 KiB and more have their own count */
+#define BURST_POLL_S 0.0002     /* a drained lone message's queues are looked at no more often */
 /* looks further apart than BURST_AWAY_S: the program was away, the time not the path's */
 #define BURST_AWAY_S 0.003
 #define BURST_LIMITED 0.5 /* lanes waiting on windows this share of their busy time */
@@ -114,25 +131,25 @@ int mln_tcp_auto_first(const mln_stripe_t *s)
     return s->cfg->stripe_lanes > 0 || cap < AUTO_FIRST ? cap : AUTO_FIRST;
 }
 
-/* The sum of bytes acknowledged and retransmissions over lanes [0, n), and their largest
- * smoothed round trip (seconds). */
-static void lanes_info(const tcp_peer_t *p, int n, uint64_t *acked, uint32_t *retrans, double *rtt)
+/* Lanes [0, n)'s TCP_INFO (tcp_lanes_info_t). */
+static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
 {
-    *acked = 0;
-    *retrans = 0;
-    *rtt = 0;
+    tcp_lanes_info_t l = {0};
+
     for (int i = 0; i < n; i++) {
         struct tcp_info ti;
         socklen_t len = sizeof(ti);
         if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
             continue;
-        *acked += ti.tcpi_bytes_acked;
-        *retrans += ti.tcpi_total_retrans;
-        if (ti.tcpi_rtt / 1e6 > *rtt)
-            *rtt = ti.tcpi_rtt / 1e6;
+        l.acked += ti.tcpi_bytes_acked;
+        l.retrans += ti.tcpi_total_retrans;
+        l.segs += ti.tcpi_segs_out;
+        if (ti.tcpi_rtt / 1e6 > l.rtt)
+            l.rtt = ti.tcpi_rtt / 1e6;
     }
-    if (*rtt <= 0)
-        *rtt = AUTO_DEFAULT_RTT;
+    if (l.rtt <= 0)
+        l.rtt = AUTO_DEFAULT_RTT;
+    return l;
 }
 
 static double clamp_s(double seconds)
@@ -140,10 +157,28 @@ static double clamp_s(double seconds)
     return seconds < AUTO_MIN_S ? AUTO_MIN_S : seconds > AUTO_MAX_S ? AUTO_MAX_S : seconds;
 }
 
+/* 1 when lanes [0, n) left slow start: a loss ended it (a finite ssthresh), or the window caps
+ * them (their congestion window covers it).  On a lossy path new lanes' slow start overshoots by
+ * hundreds of segments and their rate then decays for many round trips: measured before, a
+ * level looks faster than it is, and its overshoot's losses look like its own. */
+static int lanes_warm(const tcp_peer_t *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
+            continue;
+        if (ti.tcpi_snd_ssthresh >= TCP_INFINITE_SSTHRESH &&
+            (uint64_t)ti.tcpi_snd_cwnd * ti.tcpi_snd_mss < ti.tcpi_snd_wnd)
+            return 0;
+    }
+    return 1;
+}
+
 /* Starts an interval of the current level at now. */
 static void interval_start(tcp_peer_t *p, double now)
 {
-    lanes_info(p, p->nup, &p->a.acked0, &p->a.retrans0, &p->a.rtt);
+    p->a.i0 = lanes_info(p, p->nup);
     p->a.t0 = now;
     p->a.busy = 0;
 }
@@ -156,7 +191,7 @@ static void level_set(mln_stripe_t *s, int peer, int level, double now)
     p->a.level = level;
     p->a.sum = 0;
     p->a.nsamples = 0;
-    p->a.retrans = 0;
+    p->a.retrans = p->a.segs = 0;
     if (level > p->nout && !mln_tcp_grow(s, peer, level) && p->nup < level)
         p->a.level = level = p->nup; /* no more lanes open: measure what there is */
     if (level > p->nup) {
@@ -180,7 +215,7 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
     p->a.settled_busy = 0;
     p->a.sum = 0;
     p->a.nsamples = 0;
-    p->a.retrans = 0;
+    p->a.retrans = p->a.segs = 0;
     p->a.phase = AUTO_SETTLED;
     interval_start(p, mln_stripe_now());
 }
@@ -229,7 +264,8 @@ static double window_rate(tcp_peer_t *p)
         p->a.win = lane_window(p->out[0].fd);
         p->a.win_at = now;
     }
-    return p->a.win > 0 && p->a.rtt > 0 ? (double)p->a.level * (double)p->a.win / p->a.rtt : 0;
+    return p->a.win > 0 && p->a.i0.rtt > 0 ? (double)p->a.level * (double)p->a.win / p->a.i0.rtt
+                                           : 0;
 }
 
 static int window_bound(tcp_peer_t *p, double rate)
@@ -239,15 +275,32 @@ static int window_bound(tcp_peer_t *p, double rate)
     return allowed > 0 && rate >= AUTO_WINDOW * allowed;
 }
 
+/* 1 when the level's lanes lost no larger share of their segments than the level before's
+ * (within AUTO_LOSS_RISE, and AUTO_LOSS_SLACK retransmissions of chance), which lost some: the
+ * loss is the path's (random loss, a per-flow policer), not a queue the lanes overflow (there
+ * each lane's share of the losses grows with the lanes, and the share of segments lost with it). */
+static int loss_is_paths(const tcp_auto_t *a)
+{
+    if (a->prev_retrans == 0 || a->prev_segs == 0)
+        return 0;
+    return a->retrans <=
+           AUTO_LOSS_RISE * a->prev_retrans / (double)a->prev_segs * a->segs + AUTO_LOSS_SLACK;
+}
+
 /* A level measured at `rate` (bytes/s) with `retrans` retransmissions: the next step. */
 static void decide(mln_stripe_t *s, int peer, double rate, double now)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int level = p->a.level, prev = p->a.prev, max = p->cap;
 
-    MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions%s", peer, level,
-              rate * 8e-6, p->a.retrans, prev ? "" : " (first level)");
-    if (prev != 0 && rate < p->a.prev_rate * AUTO_GAIN) { /* no better than the level before */
+    MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions in %u segments%s",
+              peer, level, rate * 8e-6, p->a.retrans, p->a.segs, prev ? "" : " (first level)");
+    if (prev != 0 && rate < p->a.prev_rate * AUTO_GAIN && loss_is_paths(&p->a))
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost no "
+                  "larger share of their segments than %d: the path's loss, each lane's rate its "
+                  "own; more lanes are tried",
+                  peer, level, prev);
+    else if (prev != 0 && rate < p->a.prev_rate * AUTO_GAIN) { /* no better than the level before */
         settle(s, peer, prev, p->a.prev_rate,
                rate < p->a.prev_rate && p->a.retrans > 0
                    ? "more lanes lowered the rate, with retransmissions"
@@ -260,6 +313,8 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     }
     p->a.prev = level;
     p->a.prev_rate = rate;
+    p->a.prev_retrans = p->a.retrans;
+    p->a.prev_segs = p->a.segs;
     level_set(s, peer, 2 * level < max ? 2 * level : max, now);
 }
 
@@ -280,6 +335,8 @@ static void probe(mln_stripe_t *s, int peer, double now, int rose)
     MLN_DEBUG("tcp auto: world rank %d: probing %d lanes (settled on %d)", peer, next, level);
     p->a.prev = level;
     p->a.prev_rate = p->a.rate;
+    p->a.prev_retrans = p->a.retrans;
+    p->a.prev_segs = p->a.segs;
     level_set(s, peer, next, now);
 }
 
@@ -296,9 +353,8 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             t->peers[r->peer_world].a.sending = t->auto_pass;
     for (int peer = 0; peer < s->wsize; peer++) {
         tcp_peer_t *p = &t->peers[peer];
-        uint64_t acked;
-        uint32_t retrans;
-        double rtt, span, rate, last;
+        tcp_lanes_info_t l;
+        double span, rate, last;
         int rose;
 
         if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
@@ -320,9 +376,16 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         p->a.busy += now - last;
         span = now - p->a.t0;
         if (span <
-            clamp_s((p->a.phase == AUTO_WARM ? AUTO_WARM_RTTS : AUTO_SAMPLE_RTTS) * p->a.rtt))
+            clamp_s((p->a.phase == AUTO_WARM ? AUTO_WARM_RTTS : AUTO_SAMPLE_RTTS) * p->a.i0.rtt))
             continue;
-        lanes_info(p, p->nup, &acked, &retrans, &rtt);
+        if (p->a.phase == AUTO_WARM && span < clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt)) {
+            if (now - p->a.warm_looked < AUTO_WARM_LOOK_S)
+                continue;
+            p->a.warm_looked = now;
+            if (!lanes_warm(p, p->a.level))
+                continue;
+        }
+        l = lanes_info(p, p->nup);
         if (p->a.phase == AUTO_WARM) {
             p->a.phase = AUTO_MEASURE;
             interval_start(p, now);
@@ -332,8 +395,9 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             interval_start(p, now); /* the program was away too long: measured again */
             continue;
         }
-        rate = (double)(acked - p->a.acked0) / span;
-        p->a.retrans += retrans - p->a.retrans0;
+        rate = (double)(l.acked - p->a.i0.acked) / span;
+        p->a.retrans += l.retrans - p->a.i0.retrans;
+        p->a.segs += l.segs - p->a.i0.segs;
         interval_start(p, now);
         if (p->a.phase == AUTO_SETTLED) {
             p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
