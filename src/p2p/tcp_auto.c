@@ -275,13 +275,15 @@ static int window_bound(tcp_peer_t *p, double rate)
     return allowed > 0 && rate >= AUTO_WINDOW * allowed;
 }
 
-/* 1 when the level's lanes lost no larger share of their segments than the level before's
- * (within AUTO_LOSS_RISE, and AUTO_LOSS_SLACK retransmissions of chance), which lost some: the
- * loss is the path's (random loss, a per-flow policer), not a queue the lanes overflow (there
- * each lane's share of the losses grows with the lanes, and the share of segments lost with it). */
+/* 1 when both levels lost segments, this one no larger a share of its own than the level before
+ * (within AUTO_LOSS_RISE, and AUTO_LOSS_SLACK retransmissions of chance): the loss is the path's
+ * (random loss, a per-flow policer), not a queue the lanes overflow (there each lane's share of
+ * the losses grows with the lanes, and the share of segments lost with it).  A level that lost
+ * nothing is not loss-bound: a rate that did not rise is the link's (wan-perflow: 16 lanes capped
+ * at 100 Mbit/s each fill the 1 Gbit/s link; 32 lost nothing and carried no more). */
 static int loss_is_paths(const tcp_auto_t *a)
 {
-    if (a->prev_retrans == 0 || a->prev_segs == 0)
+    if (a->prev_retrans == 0 || a->prev_segs == 0 || a->retrans == 0)
         return 0;
     return a->retrans <=
            AUTO_LOSS_RISE * a->prev_retrans / (double)a->prev_segs * a->segs + AUTO_LOSS_SLACK;
