@@ -77,18 +77,20 @@
  * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
  * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s); on a lossy path the warm-up runs up to
  * AUTO_WARM_MAX_RTTS a level (wan-lossy: about 2 s from 4 lanes to 64).  Deciding when new
- * lanes left slow start: one TCP_INFO per lane of the level per look while it warms.
+ * lanes left slow start: one TCP_INFO per lane of the level every AUTO_WARM_LOOK_S while it
+ * warms.
  */
 #include "lane_tcp_int.h"
 
 #include <linux/tcp.h> /* the kernel's struct tcp_info (glibc's lacks tcpi_bytes_acked) */
-#ifndef TCP_INFINITE_SSTHRESH
-#define TCP_INFINITE_SSTHRESH 0x7fffffff /* the kernel's, not exported */
-#endif
 #include <netinet/in.h>
 #include <linux/sockios.h> /* SIOCOUTQ, SIOCOUTQNSD */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+
+#ifndef TCP_INFINITE_SSTHRESH
+#define TCP_INFINITE_SSTHRESH 0x7fffffff /* the kernel's, not exported to user space */
+#endif
 
 #define AUTO_FIRST 4        /* lanes a peer starts with */
 #define AUTO_GAIN 1.10      /* a doubling must raise the rate this much to be kept */
