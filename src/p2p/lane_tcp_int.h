@@ -108,14 +108,16 @@ typedef struct tcp_auto {
     uint32_t retrans;                 /* retransmissions over this level's intervals */
     uint32_t segs;                    /* segments sent over them */
     uint32_t prev_retrans, prev_segs; /* the level before's */
-    double settled_busy; /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
-    double rate;         /* the settled level's rate (reports) */
-    double settle_rate;  /* its rate when it settled: a rise by AUTO_GAIN since calls a probe */
-    double looked;       /* the last look (a gap between looks: the program was away) */
-    double warm_looked;  /* the last look whether a warming level's lanes left slow start */
-    uint64_t win;        /* a lane's window (bytes in flight per round trip), 0: unknown */
-    double win_at;       /* when it was looked at */
-    uint64_t sending;    /* the last look (pass) that saw a striped send to the peer moving */
+    int loss_base;         /* the level before a doubling kept for the path's loss (0: none) */
+    double loss_base_rate; /* its rate */
+    double settled_busy;   /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
+    double rate;           /* the settled level's rate (reports) */
+    double settle_rate;    /* its rate when it settled: a rise by AUTO_GAIN since calls a probe */
+    double looked;         /* the last look (a gap between looks: the program was away) */
+    double warm_looked;    /* the last look whether a warming level's lanes left slow start */
+    uint64_t win;          /* a lane's window (bytes in flight per round trip), 0: unknown */
+    double win_at;         /* when it was looked at */
+    uint64_t sending;      /* the last look (pass) that saw a striped send to the peer moving */
 } tcp_auto_t;
 
 /* Auto for a message that finds the peer's lanes idle (a ping-pong's, a program's occasional

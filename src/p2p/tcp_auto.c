@@ -21,12 +21,15 @@
  * the level before, where it settles.  Every level is measured whole (a level doubled on one
  * early interval looked slower than it is, and the next level then won by more than it does).
  * But where the level before lost segments and this one lost no larger share of its own (within
- * AUTO_LOSS_RISE and AUTO_LOSS_SLACK), the loss is the path's (random loss, a per-flow policer),
- * not a queue the lanes overflow (there the share lost grows with the lanes): each lane's rate is
+ * AUTO_LOSS_RISE and AUTO_LOSS_SLACK), and at most AUTO_LOSS_RANDOM of them, the loss is the
+ * path's own (random), not a queue the lanes overflow or a policer they exceed: each lane's rate is
  * its own, more lanes add up, and a rate that did not rise is the noise of a few round trips of
  * loss-bound lanes (wan-lossy: 4 lanes measured at 430 Mbit/s, 8 at 270, where 4 carry 140 and 8
  * 280 over seconds); the level doubles again.  (Settling there, auto stopped at 4-8 lanes on
- * wan-lossy, where 64 carry twice as much.)
+ * wan-lossy, where 64 carry twice as much.)  When the next doubling does not raise the rate by
+ * AUTO_GAIN either, the lanes do not add up (the link is full: wan-2site, where 8 lanes fill it
+ * and 16 lost 0.1% once, went on to 32): the level settles on the one before the first of the
+ * two, or on the last where the two together raised the rate by AUTO_GAIN.
  *
  * Probe: a settled peer probes twice the lanes at once when its own rate rose by AUTO_GAIN since
  * it settled (the program's traffic changed: bursts too short for more lanes to pay, then a
@@ -92,12 +95,13 @@
 #define TCP_INFINITE_SSTHRESH 0x7fffffff /* the kernel's, not exported to user space */
 #endif
 
-#define AUTO_FIRST 4        /* lanes a peer starts with */
-#define AUTO_GAIN 1.10      /* a doubling must raise the rate this much to be kept */
-#define AUTO_LOSS_RISE 1.5  /* a level's share of segments lost this much above the one before */
-#define AUTO_LOSS_SLACK 4.0 /* and this many retransmissions more: the lanes' doing */
-#define AUTO_WINDOW 0.75    /* window-bound: the rate is this much of what windows allow */
-#define AUTO_WARM_RTTS 4.0  /* round trips a new level runs before it is measured */
+#define AUTO_FIRST 4          /* lanes a peer starts with */
+#define AUTO_GAIN 1.10        /* a doubling must raise the rate this much to be kept */
+#define AUTO_LOSS_RISE 1.5    /* a level's share of segments lost this much above the one before */
+#define AUTO_LOSS_SLACK 4.0   /* and this many retransmissions more: the lanes' doing */
+#define AUTO_LOSS_RANDOM 0.01 /* a path's own loss: at most this share of segments */
+#define AUTO_WINDOW 0.75      /* window-bound: the rate is this much of what windows allow */
+#define AUTO_WARM_RTTS 4.0    /* round trips a new level runs before it is measured */
 #define AUTO_WARM_MAX_RTTS 32.0 /* or longer, up to this, until its lanes left slow start */
 #define AUTO_WARM_LOOK_S 0.01   /* and looks whether they did no more often */
 #define AUTO_SAMPLE_RTTS 4.0    /* round trips per measured interval */
@@ -213,7 +217,7 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
               rate * 8e-6, why);
     p->active = p->a.level = level;
     p->a.rate = p->a.settle_rate = rate;
-    p->a.prev = 0;
+    p->a.prev = p->a.loss_base = 0;
     p->a.settled_busy = 0;
     p->a.sum = 0;
     p->a.nsamples = 0;
@@ -278,14 +282,16 @@ static int window_bound(tcp_peer_t *p, double rate)
 }
 
 /* 1 when both levels lost segments, this one no larger a share of its own than the level before
- * (within AUTO_LOSS_RISE, and AUTO_LOSS_SLACK retransmissions of chance): the loss is the path's
- * (random loss, a per-flow policer), not a queue the lanes overflow (there each lane's share of
- * the losses grows with the lanes, and the share of segments lost with it).  A level that lost
- * nothing is not loss-bound: a rate that did not rise is the link's (wan-perflow: 16 lanes capped
- * at 100 Mbit/s each fill the 1 Gbit/s link; 32 lost nothing and carried no more). */
+ * (within AUTO_LOSS_RISE, and AUTO_LOSS_SLACK retransmissions of chance) and at most
+ * AUTO_LOSS_RANDOM of them: the loss is the path's own, random, not a queue the lanes overflow or
+ * a policer they exceed.  Those take percents (wan-short, wan-2site: 5% from 4 or 8 lanes on,
+ * cubic fills the queue at any count, so the share need not grow with the lanes; wan-perflow's
+ * policer 2-3%), a path's own loss a tenth of one or less (wan-lossy 0.1%).  A level that lost
+ * nothing is not loss-bound: a rate that did not rise is the link's. */
 static int loss_is_paths(const tcp_auto_t *a)
 {
-    if (a->prev_retrans == 0 || a->prev_segs == 0 || a->retrans == 0)
+    if (a->prev_retrans == 0 || a->prev_segs == 0 || a->retrans == 0 ||
+        a->retrans > AUTO_LOSS_RANDOM * a->segs)
         return 0;
     return a->retrans <=
            AUTO_LOSS_RISE * a->prev_retrans / (double)a->prev_segs * a->segs + AUTO_LOSS_SLACK;
@@ -297,20 +303,35 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int level = p->a.level, prev = p->a.prev, max = p->cap;
 
+    const int no_gain = prev != 0 && rate < p->a.prev_rate * AUTO_GAIN;
+
     MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions in %u segments%s",
               peer, level, rate * 8e-6, p->a.retrans, p->a.segs, prev ? "" : " (first level)");
-    if (prev != 0 && rate < p->a.prev_rate * AUTO_GAIN && loss_is_paths(&p->a))
+    if (no_gain && p->a.loss_base != 0) {
+        /* the level before was kept for the path's loss and this one did not add 10% either: the
+         * lanes do not add up (the link is full) */
+        if (rate >= p->a.loss_base_rate * AUTO_GAIN)
+            settle(s, peer, level, rate, "two doublings raised the rate by 10%, not one");
+        else
+            settle(s, peer, p->a.loss_base, p->a.loss_base_rate,
+                   "two doublings did not raise the rate by 10%");
+        return;
+    }
+    if (no_gain && loss_is_paths(&p->a)) {
         MLN_DEBUG("tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost no "
                   "larger share of their segments than %d: the path's loss, each lane's rate its "
                   "own; more lanes are tried",
                   peer, level, prev);
-    else if (prev != 0 && rate < p->a.prev_rate * AUTO_GAIN) { /* no better than the level before */
+        p->a.loss_base = prev;
+        p->a.loss_base_rate = p->a.prev_rate;
+    } else if (no_gain) { /* no better than the level before */
         settle(s, peer, prev, p->a.prev_rate,
                rate < p->a.prev_rate && p->a.retrans > 0
                    ? "more lanes lowered the rate, with retransmissions"
                    : "more lanes did not raise the rate by 10%");
         return;
-    }
+    } else
+        p->a.loss_base = 0;
     if (level >= max || (p->grow_stop && level >= p->nup)) {
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
