@@ -209,6 +209,19 @@ static void level_set(mln_stripe_t *s, int peer, int level, double now)
     interval_start(p, now);
 }
 
+/* From the current level, measured at `rate`, to `next`: the current one becomes the level
+ * before, with its rate and its losses. */
+static void level_next(mln_stripe_t *s, int peer, double rate, int next, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    p->a.prev = p->a.level;
+    p->a.prev_rate = rate;
+    p->a.prev_retrans = p->a.retrans;
+    p->a.prev_segs = p->a.segs;
+    level_set(s, peer, next, now);
+}
+
 static void settle(mln_stripe_t *s, int peer, int level, double rate, const char *why)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
@@ -336,11 +349,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
     }
-    p->a.prev = level;
-    p->a.prev_rate = rate;
-    p->a.prev_retrans = p->a.retrans;
-    p->a.prev_segs = p->a.segs;
-    level_set(s, peer, 2 * level < max ? 2 * level : max, now);
+    level_next(s, peer, rate, 2 * level < max ? 2 * level : max, now);
 }
 
 /* From a settled level, a probe of twice the lanes: when its rate rose (the program's traffic
@@ -358,11 +367,7 @@ static void probe(mln_stripe_t *s, int peer, double now, int rose)
     if (next == level || (p->grow_stop && next > p->nup) || (!rose && !window_bound(p, p->a.rate)))
         return;
     MLN_DEBUG("tcp auto: world rank %d: probing %d lanes (settled on %d)", peer, next, level);
-    p->a.prev = level;
-    p->a.prev_rate = p->a.rate;
-    p->a.prev_retrans = p->a.retrans;
-    p->a.prev_segs = p->a.segs;
-    level_set(s, peer, next, now);
+    level_next(s, peer, p->a.rate, next, now);
 }
 
 void mln_tcp_auto_step(mln_stripe_t *s, double now)
