@@ -206,8 +206,13 @@ class GridRun:
 
     def drain(self, child: Child, limit_s: float = DRAIN_S) -> None:
         """Read on until `child`'s pipes are closed, at most `limit_s` seconds."""
+        self.drain_all([child], limit_s)
+
+    def drain_all(self, children: Sequence[Child], limit_s: float = DRAIN_S) -> None:
+        """Read on until every pipe of `children` is closed, at most `limit_s` seconds in all
+        (a launcher that exited may have left its ranks' last lines in the pipe)."""
         until = time.monotonic() + limit_s
-        while child.open_pipes and time.monotonic() < until:
+        while any(c.open_pipes for c in children) and time.monotonic() < until:
             self.pump(0.05)
 
     # starting --------------------------------------------------------------------------
@@ -404,6 +409,7 @@ class GridRun:
             if exc.status != EXIT_TIMEOUT and not exc.line.startswith("stopped: "):
                 self.let_jobs_end(END_GRACE_S)
             self.stop([c for c in self.children if c.proc.poll() is None])
+            self.drain_all(self.children)  # what the ended children wrote last, then close
             return exc.status
         finally:
             self.close()

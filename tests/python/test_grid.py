@@ -51,7 +51,7 @@ from multilane.grid import (
     site_mpis,
     split_ranks,
 )
-from multilane.grid_run import GRID_VARS
+from multilane.grid_run import GRID_VARS, GridRun, JobStart, RunOptions
 from multilane.testbed.state import State
 
 MPICHVERSION = 'print("MPICH Version:      9.9.9\\nMPICH configure: --without-cuda")'
@@ -537,6 +537,23 @@ def test_site_job_fails(tree: Path, rank: Path, pids: Path, tmp_path: Path) -> N
     doc = json.loads(summary.read_text())
     assert doc["status"] == 3 and doc["failure"] == lines[0].removeprefix("multilane grid: ")
     assert _left_behind(pids, doc) == []
+
+
+def test_failed_job_lines_all_printed(capfd: pytest.CaptureFixture[str]) -> None:
+    """A launcher that writes more than a pipe holds and exits non-zero at once: every line
+    it wrote is printed (--label) before the run returns, none left in the closed pipe
+    (its ranks' reasons, e.g. a wrong secret, come last)."""
+    lines = 20000  # ~250 KB: the launcher is still writing when the run sees it exit
+    writer = f'for i in $(seq 1 {lines}); do echo "line $i of site b"; done; exit 3'
+    jobs = [
+        JobStart("a", ("true",), clean_env(REPO_ROOT), "true", "sh"),
+        JobStart("b", ("sh", "-c", writer), clean_env(REPO_ROOT), "sh", "sh"),
+    ]
+    run = GridRun([], jobs, clean_env(REPO_ROOT), RunOptions(label=True, timeout_s=FAST_S))
+    assert run.run("") == 3
+    assert run.failure == "site b: its job (sh under sh) exited with status 3"
+    out = capfd.readouterr().out.splitlines()
+    assert out == [f"[b] line {i} of site b" for i in range(1, lines + 1)]
 
 
 @pytest.mark.parametrize("var", ["FAKE_GW_FAIL", "FAKE_GW_SILENT"])
