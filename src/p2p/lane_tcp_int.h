@@ -110,6 +110,13 @@ typedef struct tcp_auto {
     uint32_t prev_retrans, prev_segs; /* the level before's */
     int loss_base;         /* the level before a doubling kept for the path's loss (0: none) */
     double loss_base_rate; /* its rate */
+    int room;              /* the doublings since loss_base were kept with the link's room */
+    int down;              /* 1 while fewer lanes than a settled level are tried */
+    double down_from_rate; /* that level's settle_rate then */
+    int down_tried;        /* fewer lanes were tried since the last search up */
+    int settled_n;         /* AUTO_SETTLED: intervals measured since */
+    double queue;          /* the level's lanes' round trip over the path's least, its last
+                            * interval (above AUTO_QUEUE: a standing queue, the link is full) */
     double settled_busy;   /* AUTO_SETTLED: seconds measured since (the next probe's clock) */
     double rate;           /* the settled level's rate (reports) */
     double settle_rate;    /* its rate when it settled: a rise by AUTO_GAIN since calls a probe */
@@ -125,6 +132,8 @@ typedef struct tcp_auto {
  * the time such messages take, one sample per message. */
 #define BURST_CLASSES 12 /* 512 KiB (2^19), 1 MiB, ..., 1 GiB and more */
 
+#define TCP_BURST_SAMPLES_MAX 8 /* lone messages timed per level at most */
+
 typedef struct tcp_burst {
     int level;     /* lanes for the class (0: no message of it yet) */
     int first;     /* its first level (the streaming level then) */
@@ -137,19 +146,22 @@ typedef struct tcp_burst {
     double sampled;    /* the sum of their times (s) */
     double best;       /* their fastest time (s) */
     double best_share; /* its share of time waiting on windows */
+    double times[TCP_BURST_SAMPLES_MAX]; /* their times (s) */
+    int lost;                            /* how many of them lost segments (retransmitted) */
 } tcp_burst_t;
 
 /* The lone message in flight, timed: from its start to the moment its lanes' send queues are
  * empty (every byte acknowledged). */
 typedef struct tcp_sample {
     int on;
-    int cls, n;      /* its size class and lanes */
-    uint64_t bytes;  /* its size */
-    double t0;       /* its start */
-    double looked;   /* the last look (a gap: the program was away, the time is not the path's) */
-    double polled;   /* the last look at the queues */
-    uint64_t busy0;  /* the lanes' busy time then (us, the kernel's), summed */
-    uint64_t limit0; /* of which waiting on a window (receive window or send buffer) */
+    int cls, n;        /* its size class and lanes */
+    uint64_t bytes;    /* its size */
+    double t0;         /* its start */
+    double looked;     /* the last look (a gap: the program was away, the time is not the path's) */
+    double polled;     /* the last look at the queues */
+    uint64_t busy0;    /* the lanes' busy time then (us, the kernel's), summed */
+    uint64_t limit0;   /* of which waiting on a window (receive window or send buffer) */
+    uint32_t retrans0; /* the lanes' retransmissions then, summed */
 } tcp_sample_t;
 
 typedef struct tcp_peer {

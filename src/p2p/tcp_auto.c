@@ -100,13 +100,15 @@
 #define AUTO_LOSS_RISE 1.5    /* a level's share of segments lost this much above the one before */
 #define AUTO_LOSS_SLACK 4.0   /* and this many retransmissions more: the lanes' doing */
 #define AUTO_LOSS_RANDOM 0.01 /* a path's own loss: at most this share of segments */
+#define AUTO_LOSS_QUEUE 0.02  /* a settled level that loses this share overflows a queue */
 #define AUTO_WINDOW 0.75      /* window-bound: the rate is this much of what windows allow */
 #define AUTO_WARM_RTTS 4.0    /* round trips a new level runs before it is measured */
 #define AUTO_WARM_MAX_RTTS 32.0 /* or longer, up to this, until its lanes left slow start */
 #define AUTO_WARM_LOOK_S 0.01   /* and looks whether they did no more often */
+#define AUTO_QUEUE 1.25         /* lanes' round trip this much over the path's least: a queue */
 #define AUTO_SAMPLE_RTTS 4.0    /* round trips per measured interval */
-#define AUTO_SAMPLES 2          /* intervals per level */
-#define AUTO_MIN_S 0.05         /* no interval is shorter (loopback, a LAN) */
+#define AUTO_SAMPLES 3          /* intervals per level */
+#define AUTO_MIN_S 0.1          /* no interval is shorter (loopback, a LAN) */
 #define AUTO_MAX_S 1.0          /* nor longer */
 #define AUTO_REPROBE_S 20.0     /* seconds of measured traffic between probes of a settled peer */
 #define AUTO_DEFAULT_RTT 0.01   /* before any lane has a round trip */
@@ -122,7 +124,7 @@
 /* and more, up to BURST_SAMPLES_MAX, until they took BURST_SAMPLED_S: cheap samples (a short
  * path), where noise weighs more */
 #define BURST_SAMPLED_S 0.1
-#define BURST_SAMPLES_MAX 8
+#define BURST_SAMPLES_MAX TCP_BURST_SAMPLES_MAX
 /* lanes that carried less than BURST_ROOM of their windows per round trip had room */
 #define BURST_ROOM 0.5
 #define BURST_LONE_S 10.0 /* a lone message not drained by then is no longer looked at */
@@ -158,6 +160,45 @@ static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
     return l;
 }
 
+/* Lanes [0, n)'s mean smoothed round trip over the least any of them ever saw (the path's own):
+ * 1 with no queue on the path, above when the lanes keep one standing (the bottleneck is always
+ * busy: more lanes would only lengthen it); 0 when unknown. */
+static double lanes_queue(const tcp_peer_t *p, int n)
+{
+    double sum = 0, least = 0;
+    int got = 0;
+
+    for (int i = 0; i < n; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_rtt == 0 ||
+            ti.tcpi_min_rtt == 0)
+            continue;
+        sum += ti.tcpi_rtt;
+        if (least == 0 || ti.tcpi_min_rtt < least)
+            least = ti.tcpi_min_rtt;
+        got++;
+    }
+    return got ? sum / got / least : 0;
+}
+
+/* 1 when most of lanes [0, n) last sent less than their windows allowed (the kernel's
+ * delivery-rate sample was application-limited): the program's traffic, not the path, sets their
+ * rate, and fewer lanes would look as fast as more. */
+static int lanes_app_limited(const tcp_peer_t *p, int n)
+{
+    int limited = 0;
+
+    for (int i = 0; i < n; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+            ti.tcpi_delivery_rate_app_limited)
+            limited++;
+    }
+    return 2 * limited > n;
+}
+
 static double clamp_s(double seconds)
 {
     return seconds < AUTO_MIN_S ? AUTO_MIN_S : seconds > AUTO_MAX_S ? AUTO_MAX_S : seconds;
@@ -184,7 +225,7 @@ static int lanes_warm(const tcp_peer_t *p, int n)
 /* Starts an interval of the current level at now. */
 static void interval_start(tcp_peer_t *p, double now)
 {
-    p->a.i0 = lanes_info(p, p->nup);
+    p->a.i0 = lanes_info(p, p->a.level);
     p->a.t0 = now;
     p->a.busy = 0;
 }
@@ -230,8 +271,10 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
               rate * 8e-6, why);
     p->active = p->a.level = level;
     p->a.rate = p->a.settle_rate = rate;
-    p->a.prev = p->a.loss_base = 0;
+    p->a.prev = p->a.loss_base = p->a.room = 0;
     p->a.settled_busy = 0;
+    p->a.settled_n = 0;
+    p->a.down = 0;
     p->a.sum = 0;
     p->a.nsamples = 0;
     p->a.retrans = p->a.segs = 0;
@@ -320,7 +363,36 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
 
     MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions in %u segments%s",
               peer, level, rate * 8e-6, p->a.retrans, p->a.segs, prev ? "" : " (first level)");
-    if (no_gain && p->a.loss_base != 0) {
+    if (p->a.down) {
+        if (rate * AUTO_GAIN < p->a.prev_rate) /* back, with the rate it had settled at */
+            settle(s, peer, prev,
+                   p->a.down_from_rate > p->a.prev_rate ? p->a.down_from_rate : p->a.prev_rate,
+                   "fewer lanes were slower by 10%");
+        else if (level > 1 && p->a.retrans > AUTO_LOSS_QUEUE * p->a.segs)
+            level_next(s, peer, rate, level / 2, now);
+        else
+            settle(s, peer, level, rate, "fewer lanes were as fast, and lose less");
+        return;
+    }
+    if (no_gain && loss_is_paths(&p->a) && p->a.queue > 0 && p->a.queue < AUTO_QUEUE) {
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost no "
+                  "larger share of their segments than %d and kept no queue (round trip %.2fx the "
+                  "least): the path's loss, and the link has room; more lanes are tried",
+                  peer, level, prev, p->a.queue);
+        p->a.loss_base = prev;
+        p->a.loss_base_rate = p->a.prev_rate;
+        p->a.room = 1;
+    } else if (no_gain && p->a.room) {
+        /* doublings kept for the link's room (their rates the noise of loss-bound lanes) end
+         * where the lanes keep a queue or lose more: the link is full here, which the level before
+         * did not fill; unless that cost the rate a tenth (the queue's overflow) */
+        if (rate * AUTO_GAIN >= p->a.prev_rate)
+            settle(s, peer, level, rate, "these lanes fill the link, the level before had room");
+        else
+            settle(s, peer, prev, p->a.prev_rate,
+                   "these lanes fill the link but lowered the rate by 10%");
+        return;
+    } else if (no_gain && p->a.loss_base != 0) {
         /* the level before was kept for the path's loss and this one did not add 10% either: the
          * lanes do not add up (the link is full) */
         if (rate >= p->a.loss_base_rate * AUTO_GAIN)
@@ -329,8 +401,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
             settle(s, peer, p->a.loss_base, p->a.loss_base_rate,
                    "two doublings did not raise the rate by 10%");
         return;
-    }
-    if (no_gain && loss_is_paths(&p->a)) {
+    } else if (no_gain && loss_is_paths(&p->a)) {
         MLN_DEBUG("tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost no "
                   "larger share of their segments than %d: the path's loss, each lane's rate its "
                   "own; more lanes are tried",
@@ -343,8 +414,10 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                    ? "more lanes lowered the rate, with retransmissions"
                    : "more lanes did not raise the rate by 10%");
         return;
-    } else
+    } else if (!p->a.room)
         p->a.loss_base = 0;
+    if (!no_gain && prev != 0)
+        p->a.down_tried = 0; /* more lanes paid: fewer may be tried again once settled */
     if (level >= max || (p->grow_stop && level >= p->nup)) {
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
@@ -352,10 +425,9 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     level_next(s, peer, rate, 2 * level < max ? 2 * level : max, now);
 }
 
-/* From a settled level, a probe of twice the lanes: when its rate rose (the program's traffic
- * changed since the level was chosen: whatever bound it then, a per-flow cap included, may not
- * now), or when its lanes are window-bound. */
-static void probe(mln_stripe_t *s, int peer, double now, int rose)
+/* From a settled level whose lanes are window-bound, a probe of twice the lanes: every lane
+ * carries all its window allows, so the path may have room. */
+static void probe(mln_stripe_t *s, int peer, double now)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int level = p->a.level;
@@ -364,10 +436,22 @@ static void probe(mln_stripe_t *s, int peer, double now, int rose)
     p->a.settled_busy = 0;
     if (next > p->cap)
         next = p->cap;
-    if (next == level || (p->grow_stop && next > p->nup) || (!rose && !window_bound(p, p->a.rate)))
+    if (next == level || (p->grow_stop && next > p->nup) || !window_bound(p, p->a.rate))
         return;
     MLN_DEBUG("tcp auto: world rank %d: probing %d lanes (settled on %d)", peer, next, level);
     level_next(s, peer, p->a.rate, next, now);
+}
+
+/* A settled level whose rate rose by AUTO_GAIN: the program's traffic changed (a stream after
+ * bursts too short for more lanes to pay), and whatever bound the level then, a per-flow cap
+ * included, may not now.  The search starts again from it: measured whole under the new traffic
+ * (the interval that rose straddles the change), then doubled while that pays. */
+static void search_again(mln_stripe_t *s, int peer, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+
+    p->a.prev = p->a.loss_base = p->a.room = p->a.down = 0;
+    level_set(s, peer, p->a.level, now);
 }
 
 void mln_tcp_auto_step(mln_stripe_t *s, double now)
@@ -415,8 +499,11 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             if (!lanes_warm(p, p->a.level))
                 continue;
         }
-        l = lanes_info(p, p->nup);
+        l = lanes_info(p, p->a.level);
         if (p->a.phase == AUTO_WARM) {
+            MLN_DEBUG("tcp auto: world rank %d, %d lanes: warm after %.0f ms%s", peer, p->a.level,
+                      span * 1e3,
+                      span >= clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt) ? " (the limit)" : "");
             p->a.phase = AUTO_MEASURE;
             interval_start(p, now);
             continue;
@@ -434,7 +521,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             p->a.nsamples = 1;
             p->a.settled_busy += span;
             /* the program's traffic changed (a stream after bursts too short for more lanes to
-             * pay): the level is tried again at once */
+             * pay): the search starts again from the level */
             rose = rate > AUTO_GAIN * p->a.settle_rate;
             if (rose) {
                 MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when "
@@ -442,11 +529,26 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
                           peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
                 p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
             }
-            if (rose || p->a.settled_busy >= AUTO_REPROBE_S)
-                probe(s, peer, now, rose);
+            if (rose)
+                search_again(s, peer, now);
+            else if (p->a.settled_busy >= AUTO_REPROBE_S)
+                probe(s, peer, now);
+            else if (++p->a.settled_n >= AUTO_SAMPLES && !p->a.down_tried && p->a.level > 1 &&
+                     p->a.retrans > AUTO_LOSS_QUEUE * p->a.segs &&
+                     !lanes_app_limited(p, p->a.level)) {
+                /* the settled lanes overflow a queue (a short path: cubic fills it at any count):
+                 * fewer, while no slower by AUTO_GAIN, cost less (sockets, losses, a lone
+                 * message's first flights) */
+                MLN_DEBUG("tcp auto: world rank %d: %d lanes lose %u of %u segments: trying %d",
+                          peer, p->a.level, p->a.retrans, p->a.segs, p->a.level / 2);
+                p->a.down_tried = p->a.down = 1;
+                p->a.down_from_rate = p->a.settle_rate;
+                level_next(s, peer, p->a.rate, p->a.level / 2, now);
+            }
             continue;
         }
         p->a.sum += rate;
+        p->a.queue = lanes_queue(p, p->a.level);
         if (++p->a.nsamples >= AUTO_SAMPLES)
             decide(s, peer, p->a.sum / p->a.nsamples, now);
     }
@@ -457,10 +559,12 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
 /* Σ busy time and time waiting on a window (receive window or send buffer) over lanes [0, n),
  * in microseconds (the kernel's chronographs, counted in jiffies), and the largest smoothed
  * round trip (s). */
-static void lanes_chrono(const tcp_peer_t *p, int n, uint64_t *busy, uint64_t *limit, double *rtt)
+static void lanes_chrono(const tcp_peer_t *p, int n, uint64_t *busy, uint64_t *limit, double *rtt,
+                         uint32_t *retrans)
 {
     *busy = *limit = 0;
     *rtt = 0;
+    *retrans = 0;
     for (int i = 0; i < n; i++) {
         struct tcp_info ti;
         socklen_t len = sizeof(ti);
@@ -469,6 +573,7 @@ static void lanes_chrono(const tcp_peer_t *p, int n, uint64_t *busy, uint64_t *l
             continue;
         *busy += ti.tcpi_busy_time;
         *limit += ti.tcpi_rwnd_limited + ti.tcpi_sndbuf_limited;
+        *retrans += ti.tcpi_total_retrans;
         if (ti.tcpi_rtt / 1e6 > *rtt)
             *rtt = ti.tcpi_rtt / 1e6;
     }
@@ -529,6 +634,28 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
     b->since = 0;
 }
 
+/* A level's time from its samples: the fastest where none lost a segment (the others' extra is
+ * the machine's noise: on this 2-core VM one message's time varies by 30%), else the median: on a
+ * lossy path a loss is part of a message's time (a lane's tail retransmitted after a round trip
+ * or a timeout, sooner where a lane carries more segments), and the fastest sample, a message
+ * that lost nothing, hides what the lane count costs in the others (wan-lossy: 4 lanes' fastest
+ * 1 MiB as fast as 16 lanes', their median twice as slow). */
+static double level_time(const tcp_burst_t *b)
+{
+    double t[BURST_SAMPLES_MAX];
+    const int n = b->nsamples;
+
+    if (b->lost == 0)
+        return b->best;
+    for (int i = 0; i < n; i++) { /* insertion sort: 8 samples at most */
+        int j = i;
+        for (; j > 0 && t[j - 1] > b->times[i]; j--)
+            t[j] = t[j - 1];
+        t[j] = b->times[i];
+    }
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
 /*
  * A lone message of class cls took t seconds on n lanes (its start to its last byte
  * acknowledged), its lanes waiting on windows for `share` of their busy time; rtt the lanes'
@@ -541,7 +668,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
  * BURST_REPROBE) probes twice its lanes when they still waited on windows.
  */
 static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t, double share,
-                         double rtt)
+                         double rtt, uint32_t retrans)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int cls = bs->cls, n = bs->n;
@@ -550,8 +677,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     int next;
 
     MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
-              "round trips, %.0f%% of the lanes' time waiting on windows)",
-              peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100);
+              "round trips, %.0f%% of the lanes' time waiting on windows, %u retransmissions)",
+              peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100, retrans);
     if (b->settled) {
         b->since = 0;
         if (share < BURST_LIMITED || n >= p->cap || (p->grow_stop && n >= p->nup))
@@ -563,15 +690,19 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         burst_level(s, peer, b, 2 * n);
         return;
     }
-    if (b->nsamples == 0 || t < b->best) { /* a level's time: its fastest sample (noise adds) */
+    if (b->nsamples == 0 || t < b->best) {
         b->best = t;
         b->best_share = share;
     }
+    if (b->nsamples == 0)
+        b->lost = 0;
+    b->lost += retrans > 0;
     b->sampled += t;
+    b->times[b->nsamples] = t;
     if (++b->nsamples < BURST_SAMPLES ||
         (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX))
         return;
-    t = b->best;
+    t = level_time(b);
     share = b->best_share;
     b->nsamples = 0;
     b->sampled = 0;
@@ -681,7 +812,7 @@ void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
     p->bs.t0 = p->bs.looked = p->bs.polled = s->tcp->lone_at = mln_stripe_now();
     {
         double rtt;
-        lanes_chrono(p, n, &p->bs.busy0, &p->bs.limit0, &rtt);
+        lanes_chrono(p, n, &p->bs.busy0, &p->bs.limit0, &rtt, &p->bs.retrans0);
     }
 }
 
@@ -693,6 +824,7 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
     tcp_sample_t *bs = &p->bs;
     const double gap = now - bs->looked;
     uint64_t busy, limit;
+    uint32_t retrans;
     double rtt, t;
 
     bs->looked = now;
@@ -709,10 +841,11 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
         return;
     }
     t = now - bs->t0;
-    lanes_chrono(p, bs->n, &busy, &limit, &rtt);
+    lanes_chrono(p, bs->n, &busy, &limit, &rtt, &retrans);
     busy -= bs->busy0;
     limit -= bs->limit0;
-    burst_decide(s, peer, bs, t, busy > 0 ? (double)limit / (double)busy : 0, rtt);
+    burst_decide(s, peer, bs, t, busy > 0 ? (double)limit / (double)busy : 0, rtt,
+                 retrans - bs->retrans0);
 }
 
 /* 1 while a lone message may be being timed: auto on, one started within BURST_LONE_S. */
