@@ -92,7 +92,8 @@ typedef struct tcp_lanes_info {
  * (TCP_INFO) per second.  Levels double while that raises the rate by AUTO_GAIN or the lanes'
  * loss is the path's (no larger share of segments lost than the level before); the first that
  * does neither sends it back to the one before, where it settles; a settled peer whose lanes are
- * window-bound probes twice the lanes now and then. */
+ * window-bound probes twice the lanes now and then, one whose rate rose searches again from its
+ * level, one whose lanes overflow a queue tries half of them. */
 typedef enum { AUTO_OFF, AUTO_GROW, AUTO_WARM, AUTO_MEASURE, AUTO_SETTLED } tcp_auto_phase_t;
 
 typedef struct tcp_auto {

@@ -12,9 +12,11 @@
  *
  * Measure: AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in which
  * a striped send to the peer was moving for AUTO_BUSY of the time (between looks no further apart
- * than AUTO_GAP_S that both saw one): the rate is the bytes the peer's host acknowledged on all
- * our lanes to it (TCP_INFO tcpi_bytes_acked) per second.  An interval in which the program had
- * nothing to send (or was away, computing) measures the program, not the path, and is dropped.
+ * than AUTO_GAP_S that both saw one): the rate is the bytes the peer's host acknowledged on the
+ * level's lanes (TCP_INFO tcpi_bytes_acked) per second (lanes above it may still drain what a
+ * larger level left them).  An interval in which the program had nothing to send (or was away,
+ * computing) measures the program, not the path, and is dropped.  (Two intervals of 50 ms read
+ * loss-bound lanes at twice their rate: wan-lossy's 4 lanes at 430-590 Mbit/s, 150 over seconds.)
  *
  * Decide: from AUTO_FIRST lanes, the level doubles (lanes opened without blocking, joining once
  * up) while that raises the rate by AUTO_GAIN; the first level that does not sends it back to
@@ -24,21 +26,29 @@
  * AUTO_LOSS_RISE and AUTO_LOSS_SLACK), and at most AUTO_LOSS_RANDOM of them, the loss is the
  * path's own (random), not a queue the lanes overflow or a policer they exceed: each lane's rate is
  * its own, more lanes add up, and a rate that did not rise is the noise of a few round trips of
- * loss-bound lanes (wan-lossy: 4 lanes measured at 430 Mbit/s, 8 at 270, where 4 carry 140 and 8
- * 280 over seconds); the level doubles again.  (Settling there, auto stopped at 4-8 lanes on
- * wan-lossy, where 64 carry twice as much.)  When the next doubling does not raise the rate by
- * AUTO_GAIN either, the lanes do not add up (the link is full: wan-2site, where 8 lanes fill it
- * and 16 lost 0.1% once, went on to 32): the level settles on the one before the first of the
- * two, or on the last where the two together raised the rate by AUTO_GAIN.
+ * loss-bound lanes; the level doubles again.  (Settling there, auto stopped at 4-8 lanes on
+ * wan-lossy, where 64 carry twice as much.)  Where its lanes also kept no standing queue (their
+ * round trip under AUTO_QUEUE of the least they saw: the bottleneck is not always busy), the
+ * doublings go on until a level fills the link (a queue, or more loss than the path's) and
+ * settle on it, or on the level before where filling the link cost AUTO_GAIN of the rate.
+ * Otherwise, when the next doubling does not raise the rate by AUTO_GAIN either, the lanes do
+ * not add up (the link is full: wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on
+ * to 32): the level settles on the one before the first of the two, or on the last where the two
+ * together raised the rate by AUTO_GAIN.
  *
- * Probe: a settled peer probes twice the lanes at once when its own rate rose by AUTO_GAIN since
- * it settled (the program's traffic changed: bursts too short for more lanes to pay, then a
+ * Probe: a settled peer whose rate rose by AUTO_GAIN since it settled starts the search again
+ * from its level (the program's traffic changed: bursts too short for more lanes to pay, then a
  * stream; wan-perflow, where 4 lanes at 100 Mbit/s each won over 8 during 1 MiB bursts, then
- * carried a 10 MiB stream at 4 x 100), and, when its lanes are window-bound (the rate at least
- * AUTO_WINDOW of level x window / round trip: every lane carries all its window allows, so the
- * path may have room), again after AUTO_REPROBE_S seconds of measured traffic (the path may have
- * freed up); kept if they raise the rate by AUTO_GAIN, else undone.  It never probes down: a
- * level it settled on had beaten the one below by AUTO_GAIN.
+ * carried a 10 MiB stream at 4 x 100), measured whole under the new traffic: a probe of twice
+ * the lanes against the one interval that rose, which straddles the change, won by the change.
+ * When its lanes are window-bound (the rate at least AUTO_WINDOW of level x window / round trip:
+ * every lane carries all its window allows, so the path may have room), it probes twice the lanes
+ * after AUTO_REPROBE_S seconds of measured traffic (the path may have freed up), kept if they raise
+ * the rate by AUTO_GAIN.  A settled level that lost more than AUTO_LOSS_QUEUE of its segments over
+ * its first AUTO_SAMPLES intervals, its lanes not application-limited (where the program's
+ * traffic sets the rate fewer lanes look as fast as more), overflows a queue (wan-short: cubic
+ * fills it at any count): once per search up it tries half the lanes, and halves again while
+ * fewer are not slower by AUTO_GAIN and still lose that much; otherwise it goes back.
  *
  * Lone messages.  A message that finds the peer's lanes idle (no other send to it in flight,
  * nothing on the lanes waiting to be sent: a ping-pong's, a program's occasional large message) is
@@ -51,15 +61,17 @@
  * in MPI_Wait, mln_tcp_auto_watching; the receiver acknowledges a frame's end at once,
  * TCP_QUICKACK in lane_tcp.c, where a delayed ACK would add up to 40 ms); a level's time is the
  * fastest of BURST_SAMPLES (more, up to BURST_SAMPLES_MAX, on a short path, where they are cheap
- * and noise weighs more).  From the streaming level, when its lanes neither waited on their windows
- * nor carried half a window per round trip (wan-short: one lane fills the link), the class's count
- * first halves while fewer lanes are no slower by AUTO_GAIN (fewer cost less: sockets, queue
- * overflow); otherwise, or when half was slower (a per-flow cap), it doubles while that cuts the
- * time by AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that
- * carries the message in about one round trip) and settles on the last that did.  A settled
- * class times one message in BURST_REPROBE (the others are not watched) and, when its lanes still
- * wait on windows then, tries twice the lanes.  (Cutting every lone message for a quarter window
- * per lane, without timing, was tried and dropped: on wan-short the burst of 64 lanes' first
+ * and noise weighs more), or their median where any of them retransmitted (on a lossy path a loss
+ * is part of a message's time, and the fastest sample, one that lost nothing, hides what the lane
+ * count costs the others).  From the streaming level, when its lanes neither waited on their
+ * windows nor carried half a window per round trip (wan-short: one lane fills the link), the
+ * class's count first halves while fewer lanes are no slower by AUTO_GAIN (fewer cost less:
+ * sockets, queue overflow); otherwise, or when half was slower (a per-flow cap), it doubles while
+ * that cuts the time by AUTO_GAIN (by more when the lanes mostly waited on their windows: to the
+ * count that carries the message in about one round trip) and settles on the last that did.  A
+ * settled class times one message in BURST_REPROBE (the others are not watched) and, when its lanes
+ * still wait on windows then, tries twice the lanes.  (Cutting every lone message for a quarter
+ * window per lane, without timing, was tried and dropped: on wan-short the burst of 64 lanes' first
  * segments overflowed the 250 kB queue and each lost tail waited for a retransmission timeout,
  * 130 ms one way where 2 lanes take 12-15 ms.)  On this 2-core VM one message's time varies by 30%
  * from one to the next, more than the 10-20% between 1, 2 and 4 lanes on wan-short: there the
@@ -70,16 +82,18 @@
  * class's for a lone message, else the streaming level).  A fixed MLN_STRIPE_LANES keeps auto
  * off.
  *
- * Cost: one TCP_INFO per lane up per interval (intervals of at least AUTO_MIN_S); O(peers +
- * sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one SIOCOUTQNSD
- * per lane up as it starts; while its class searches (and for one in BURST_REPROBE once it
- * settled), TCP_INFO on its lanes twice and SIOCOUTQ on them every BURST_POLL_S while it drains
+ * Cost: two TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S; a
+ * third, of its lanes' application limit, per settled interval that lost AUTO_LOSS_QUEUE); O(peers
+ * + sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one
+ * SIOCOUTQNSD per lane up as it starts; while its class searches (and for one in BURST_REPROBE once
+ * it settled), TCP_INFO on its lanes twice and SIOCOUTQ on them every BURST_POLL_S while it drains
  * (the program polls then instead of sleeping in MPI_Wait).  A class settles after about
  * BURST_SAMPLES x (levels tried) lone messages.  Finding the count on a path of round trip R
  * from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES
  * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
- * to 64 lanes at 60 ms: about 4 x 12 x 60 ms = 3 s); on a lossy path the warm-up runs up to
- * AUTO_WARM_MAX_RTTS a level (wan-lossy: about 2 s from 4 lanes to 64).  Deciding when new
+ * to 64 lanes at 60 ms: about 4 x 16 x 60 ms = 4 s); on a short path the intervals' floor
+ * AUTO_MIN_S rules (wan-lossy, 10 ms: about 4 x 0.35 s from 4 lanes to 64, plus warm-ups of up
+ * to AUTO_WARM_MAX_RTTS a level).  Deciding when new
  * lanes left slow start: one TCP_INFO per lane of the level every AUTO_WARM_LOOK_S while it
  * warms.
  */
