@@ -82,8 +82,7 @@
  * class's for a lone message, else the streaming level).  A fixed MLN_STRIPE_LANES keeps auto
  * off.
  *
- * Cost: two TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S; a
- * third, of its lanes' application limit, per settled interval that lost AUTO_LOSS_QUEUE); O(peers
+ * Cost: two TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S); O(peers
  * + sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one
  * SIOCOUTQNSD per lane up as it starts; while its class searches (and for one in BURST_REPROBE once
  * it settled), TCP_INFO on its lanes twice and SIOCOUTQ on them every BURST_POLL_S while it drains
@@ -157,60 +156,32 @@ int mln_tcp_auto_first(const mln_stripe_t *s)
 static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
 {
     tcp_lanes_info_t l = {0};
+    double srtt = 0, least = 0;
+    int timed = 0;
 
     for (int i = 0; i < n; i++) {
         struct tcp_info ti;
         socklen_t len = sizeof(ti);
         if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1)
             continue;
+        l.n++;
         l.acked += ti.tcpi_bytes_acked;
         l.retrans += ti.tcpi_total_retrans;
         l.segs += ti.tcpi_segs_out;
+        l.app_limited += ti.tcpi_delivery_rate_app_limited;
         if (ti.tcpi_rtt / 1e6 > l.rtt)
             l.rtt = ti.tcpi_rtt / 1e6;
+        if (ti.tcpi_rtt > 0 && ti.tcpi_min_rtt > 0) {
+            srtt += ti.tcpi_rtt;
+            if (least == 0 || ti.tcpi_min_rtt < least)
+                least = ti.tcpi_min_rtt;
+            timed++;
+        }
     }
     if (l.rtt <= 0)
         l.rtt = AUTO_DEFAULT_RTT;
+    l.queue = timed ? srtt / timed / least : 0;
     return l;
-}
-
-/* Lanes [0, n)'s mean smoothed round trip over the least any of them ever saw (the path's own):
- * 1 with no queue on the path, above when the lanes keep one standing (the bottleneck is always
- * busy: more lanes would only lengthen it); 0 when unknown. */
-static double lanes_queue(const tcp_peer_t *p, int n)
-{
-    double sum = 0, least = 0;
-    int got = 0;
-
-    for (int i = 0; i < n; i++) {
-        struct tcp_info ti;
-        socklen_t len = sizeof(ti);
-        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_rtt == 0 ||
-            ti.tcpi_min_rtt == 0)
-            continue;
-        sum += ti.tcpi_rtt;
-        if (least == 0 || ti.tcpi_min_rtt < least)
-            least = ti.tcpi_min_rtt;
-        got++;
-    }
-    return got ? sum / got / least : 0;
-}
-
-/* 1 when most of lanes [0, n) last sent less than their windows allowed (the kernel's
- * delivery-rate sample was application-limited): the program's traffic, not the path, sets their
- * rate, and fewer lanes would look as fast as more. */
-static int lanes_app_limited(const tcp_peer_t *p, int n)
-{
-    int limited = 0;
-
-    for (int i = 0; i < n; i++) {
-        struct tcp_info ti;
-        socklen_t len = sizeof(ti);
-        if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
-            ti.tcpi_delivery_rate_app_limited)
-            limited++;
-    }
-    return 2 * limited > n;
 }
 
 static double clamp_s(double seconds)
@@ -542,14 +513,11 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
                           "settled)",
                           peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
                 p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
-            }
-            if (rose)
                 search_again(s, peer, now);
-            else if (p->a.settled_busy >= AUTO_REPROBE_S)
+            } else if (p->a.settled_busy >= AUTO_REPROBE_S)
                 probe(s, peer, now);
             else if (++p->a.settled_n >= AUTO_SAMPLES && !p->a.down_tried && p->a.level > 1 &&
-                     p->a.retrans > AUTO_LOSS_QUEUE * p->a.segs &&
-                     !lanes_app_limited(p, p->a.level)) {
+                     p->a.retrans > AUTO_LOSS_QUEUE * p->a.segs && 2 * l.app_limited <= l.n) {
                 /* the settled lanes overflow a queue (a short path: cubic fills it at any count):
                  * fewer, while no slower by AUTO_GAIN, cost less (sockets, losses, a lone
                  * message's first flights) */
@@ -562,7 +530,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             continue;
         }
         p->a.sum += rate;
-        p->a.queue = lanes_queue(p, p->a.level);
+        p->a.queue = l.queue;
         if (++p->a.nsamples >= AUTO_SAMPLES)
             decide(s, peer, p->a.sum / p->a.nsamples, now);
     }
