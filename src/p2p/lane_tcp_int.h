@@ -116,7 +116,7 @@ typedef struct tcp_auto {
     uint32_t prev_retrans, prev_segs; /* the level before's */
     int loss_base;         /* the level before a doubling kept for the path's loss (0: none) */
     double loss_base_rate; /* its rate */
-    int room;              /* the doublings since loss_base were kept with the link's room */
+    int room;              /* doublings are kept for the link's room (the path's loss, no queue) */
     int down;              /* 1 while fewer lanes than a settled level are tried */
     double down_from_rate; /* that level's settle_rate then */
     int down_tried;        /* fewer lanes were tried since the last search up */

@@ -207,12 +207,18 @@ static int lanes_warm(const tcp_peer_t *p, int n)
     return 1;
 }
 
+/* Starts an interval of the current level at now, its lanes as `l` says. */
+static void interval_from(tcp_peer_t *p, double now, tcp_lanes_info_t l)
+{
+    p->a.i0 = l;
+    p->a.t0 = now;
+    p->a.busy = 0;
+}
+
 /* Starts an interval of the current level at now. */
 static void interval_start(tcp_peer_t *p, double now)
 {
-    p->a.i0 = lanes_info(p, p->a.level);
-    p->a.t0 = now;
-    p->a.busy = 0;
+    interval_from(p, now, lanes_info(p, p->a.level));
 }
 
 /* The level to run next: lanes [0, level) take chunks once they are up (opened if need be). */
@@ -364,8 +370,6 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                   "larger share of their segments than %d and kept no queue (round trip %.2fx the "
                   "least): the path's loss, and the link has room; more lanes are tried",
                   peer, level, prev, p->a.queue);
-        p->a.loss_base = prev;
-        p->a.loss_base_rate = p->a.prev_rate;
         p->a.room = 1;
     } else if (no_gain && p->a.room) {
         /* doublings kept for the link's room (their rates the noise of loss-bound lanes) end
@@ -490,17 +494,17 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
                       span * 1e3,
                       span >= clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt) ? " (the limit)" : "");
             p->a.phase = AUTO_MEASURE;
-            interval_start(p, now);
+            interval_from(p, now, l);
             continue;
         }
         if (p->a.busy < AUTO_BUSY * span) {
-            interval_start(p, now); /* the program was away too long: measured again */
+            interval_from(p, now, l); /* the program was away too long: measured again */
             continue;
         }
         rate = (double)(l.acked - p->a.i0.acked) / span;
         p->a.retrans += l.retrans - p->a.i0.retrans;
         p->a.segs += l.segs - p->a.i0.segs;
-        interval_start(p, now);
+        interval_from(p, now, l);
         if (p->a.phase == AUTO_SETTLED) {
             p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
             p->a.nsamples = 1;
