@@ -79,14 +79,16 @@ typedef struct tcp_out {
 typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state_t;
 
 /* Lanes' TCP_INFO: bytes acknowledged, retransmissions and segments sent, summed; their largest
- * smoothed round trip (s); their mean smoothed round trip over the least any of them ever saw
- * (the path's own: 1 with no queue on the path, above when the lanes keep one standing, the
- * bottleneck always busy; 0 when unknown); how many of them last sent less than their windows
- * allowed (the kernel's delivery-rate sample was application-limited), of how many. */
+ * smoothed round trip (s); the least round trip any of them ever saw (s, the path's own; 0 when
+ * unknown), and their mean smoothed round trip over it (1 with no queue on the path, above when
+ * the lanes keep one standing, the bottleneck always busy; 0 when unknown); how many of them last
+ * sent less than their windows allowed (the kernel's delivery-rate sample was
+ * application-limited), of how many. */
 typedef struct tcp_lanes_info {
     uint64_t acked;
     uint32_t retrans, segs;
     double rtt;
+    double least;
     double queue;
     int app_limited, n;
 } tcp_lanes_info_t;
@@ -117,6 +119,7 @@ typedef struct tcp_auto {
     int loss_base;         /* the level before a doubling kept for the path's loss (0: none) */
     double loss_base_rate; /* its rate */
     int room;              /* doublings are kept for the link's room (the path's loss, no queue) */
+    int mid;               /* twice the level before is tried: four times it filled the link */
     int down;              /* 1 while fewer lanes than a settled level are tried */
     double down_from_rate; /* that level's settle_rate then */
     int down_tried;        /* fewer lanes were tried since the last search up */
@@ -154,6 +157,9 @@ typedef struct tcp_burst {
     double best_share; /* its share of time waiting on windows */
     double times[TCP_BURST_SAMPLES_MAX]; /* their times (s) */
     int lost;                            /* how many of them lost segments (retransmitted) */
+    int extra;    /* a doubling past a lossy level that did not pay is being tried */
+    double queue; /* the level's lanes' largest standing queue at its samples' ends (round trip
+                   * over the least) */
 } tcp_burst_t;
 
 /* The lone message in flight, timed: from its start to the moment its lanes' send queues are

@@ -6,9 +6,9 @@
  * bottleneck's queue.  The sender finds the count per peer by measuring what the lanes carry:
  *
  * Warm: a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
- * unmeasured, and longer, up to AUTO_WARM_MAX_RTTS, until every lane of it left slow start (a
- * loss ended it, or its window caps it): on a lossy path new lanes' slow start overshoots by
- * hundreds of segments, whose losses and decaying rate are not the level's.
+ * unmeasured, and longer, up to AUTO_WARM_MAX_RTTS of the path's least, until every lane of it
+ * left slow start (a loss ended it, or its window caps it): on a lossy path new lanes' slow start
+ * overshoots by hundreds of segments, whose losses and decaying rate are not the level's.
  *
  * Measure: AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in which
  * a striped send to the peer was moving for AUTO_BUSY of the time (between looks no further apart
@@ -29,8 +29,10 @@
  * loss-bound lanes; the level doubles again.  (Settling there, auto stopped at 4-8 lanes on
  * wan-lossy, where 64 carry twice as much.)  Where its lanes also kept no standing queue (their
  * round trip under AUTO_QUEUE of the least they saw: the bottleneck is not always busy), the
- * doublings go on until a level fills the link (a queue, or more loss than the path's) and
- * settle on it, or on the level before where filling the link cost AUTO_GAIN of the rate.
+ * doublings go on, four times the lanes a step while no queue builds, until a level fills the
+ * link (a queue, or more loss than the path's) and settle on it, or on the level before where
+ * filling the link cost AUTO_GAIN of the rate (after a step of four: twice the level before is
+ * tried, and kept if no slower than it).
  * Otherwise, when the next doubling does not raise the rate by AUTO_GAIN either, the lanes do
  * not add up (the link is full: wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on
  * to 32): the level settles on the one before the first of the two, or on the last where the two
@@ -63,19 +65,20 @@
  * fastest of BURST_SAMPLES (more, up to BURST_SAMPLES_MAX, on a short path, where they are cheap
  * and noise weighs more), or their median where any of them retransmitted (on a lossy path a loss
  * is part of a message's time, and the fastest sample, one that lost nothing, hides what the lane
- * count costs the others).  From the streaming level, when its lanes neither waited on their
- * windows nor carried half a window per round trip (wan-short: one lane fills the link), the
- * class's count first halves while fewer lanes are no slower by AUTO_GAIN (fewer cost less:
- * sockets, queue overflow); otherwise, or when half was slower (a per-flow cap), it doubles while
- * that cuts the time by AUTO_GAIN (by more when the lanes mostly waited on their windows: to the
- * count that carries the message in about one round trip) and settles on the last that did.  A
- * settled class times one message in BURST_REPROBE (the others are not watched) and, when its lanes
- * still wait on windows then, tries twice the lanes.  (Cutting every lone message for a quarter
- * window per lane, without timing, was tried and dropped: on wan-short the burst of 64 lanes' first
- * segments overflowed the 250 kB queue and each lost tail waited for a retransmission timeout,
- * 130 ms one way where 2 lanes take 12-15 ms.)  On this 2-core VM one message's time varies by 30%
- * from one to the next, more than the 10-20% between 1, 2 and 4 lanes on wan-short: there the
- * class settles on 1 or 2 lanes, sometimes 4.
+ * count costs the others; and there, where the lanes kept no queue, the path's own loss, a doubling
+ * that did not pay is followed by one more, the class settling on the faster).  From the streaming
+ * level, when its lanes neither waited on their windows nor carried half a window per round trip
+ * (wan-short: one lane fills the link), the class's count first halves while fewer lanes are no
+ * slower by AUTO_GAIN (fewer cost less: sockets, queue overflow); otherwise, or when half was
+ * slower (a per-flow cap), it doubles while that cuts the time by AUTO_GAIN (by more when the lanes
+ * mostly waited on their windows: to the count that carries the message in about one round trip)
+ * and settles on the last that did.  A settled class times one message in BURST_REPROBE (the others
+ * are not watched) and, when its lanes still wait on windows then, tries twice the lanes.  (Cutting
+ * every lone message for a quarter window per lane, without timing, was tried and dropped: on
+ * wan-short the burst of 64 lanes' first segments overflowed the 250 kB queue and each lost tail
+ * waited for a retransmission timeout, 130 ms one way where 2 lanes take 12-15 ms.)  On this 2-core
+ * VM one message's time varies by 30% from one to the next, more than the 10-20% between 1, 2 and 4
+ * lanes on wan-short: there the class settles on 1 or 2 lanes, sometimes 4.
  *
  * Every decision is logged at debug level (the rates, the retransmissions, the lone messages'
  * times); mln_stripe_lanes_used() reports the count the latest message to the peer took (its
@@ -111,7 +114,7 @@
 #define AUTO_FIRST 4          /* lanes a peer starts with */
 #define AUTO_GAIN 1.10        /* a doubling must raise the rate this much to be kept */
 #define AUTO_LOSS_RISE 1.5    /* a level's share of segments lost this much above the one before */
-#define AUTO_LOSS_SLACK 4.0   /* and this many retransmissions more: the lanes' doing */
+#define AUTO_LOSS_SLACK 8.0   /* and this many retransmissions more: the lanes' doing */
 #define AUTO_LOSS_RANDOM 0.01 /* a path's own loss: at most this share of segments */
 #define AUTO_LOSS_QUEUE 0.02  /* a settled level that loses this share overflows a queue */
 #define AUTO_WINDOW 0.75      /* window-bound: the rate is this much of what windows allow */
@@ -181,6 +184,7 @@ static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
     if (l.rtt <= 0)
         l.rtt = AUTO_DEFAULT_RTT;
     l.queue = timed ? srtt / timed / least : 0;
+    l.least = least / 1e6;
     return l;
 }
 
@@ -262,7 +266,7 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
               rate * 8e-6, why);
     p->active = p->a.level = level;
     p->a.rate = p->a.settle_rate = rate;
-    p->a.prev = p->a.loss_base = p->a.room = 0;
+    p->a.prev = p->a.loss_base = p->a.room = p->a.mid = 0;
     p->a.settled_busy = 0;
     p->a.settled_n = 0;
     p->a.down = 0;
@@ -351,9 +355,18 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     const int level = p->a.level, prev = p->a.prev, max = p->cap;
 
     const int no_gain = prev != 0 && rate < p->a.prev_rate * AUTO_GAIN;
+    int next;
 
     MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions in %u segments%s",
               peer, level, rate * 8e-6, p->a.retrans, p->a.segs, prev ? "" : " (first level)");
+    if (p->a.mid) { /* between a level with room and four times it, which filled the link */
+        p->a.mid = 0;
+        if (rate >= p->a.prev_rate)
+            settle(s, peer, level, rate, "twice the lanes with room, four times filled the link");
+        else
+            settle(s, peer, prev, p->a.prev_rate, "more lanes did not raise the rate");
+        return;
+    }
     if (p->a.down) {
         if (rate * AUTO_GAIN < p->a.prev_rate) /* back, with the rate it had settled at */
             settle(s, peer, prev,
@@ -377,7 +390,13 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
          * did not fill; unless that cost the rate a tenth (the queue's overflow) */
         if (rate * AUTO_GAIN >= p->a.prev_rate)
             settle(s, peer, level, rate, "these lanes fill the link, the level before had room");
-        else
+        else if (level >= 4 * prev) { /* a jump past the link: twice the level before is tried */
+            MLN_DEBUG("tcp auto: world rank %d: %d lanes fill the link but lowered the rate by "
+                      "10%%: trying %d",
+                      peer, level, 2 * prev);
+            p->a.mid = 1;
+            level_set(s, peer, 2 * prev, now);
+        } else
             settle(s, peer, prev, p->a.prev_rate,
                    "these lanes fill the link but lowered the rate by 10%");
         return;
@@ -411,7 +430,11 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
     }
-    level_next(s, peer, rate, 2 * level < max ? 2 * level : max, now);
+    /* with the link's room and no queue on it, four times the lanes: the rate grows with the
+     * lanes until they fill it (wan-lossy: 64 lanes twice 16's), and a search a level shorter
+     * spends a level's warm-up and measure less at the slower counts */
+    next = (p->a.room && p->a.queue > 0 && p->a.queue < AUTO_QUEUE ? 4 : 2) * level;
+    level_next(s, peer, rate, next < max ? next : max, now);
 }
 
 /* From a settled level whose lanes are window-bound, a probe of twice the lanes: every lane
@@ -439,8 +462,16 @@ static void search_again(mln_stripe_t *s, int peer, double now)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
 
-    p->a.prev = p->a.loss_base = p->a.room = p->a.down = 0;
+    p->a.prev = p->a.loss_base = p->a.room = p->a.down = p->a.mid = 0;
     level_set(s, peer, p->a.level, now);
+}
+
+/* The longest a new level warms up: AUTO_WARM_MAX_RTTS of the path's own round trip (the least
+ * its lanes saw; a queue the new lanes' slow start built, 2.5x wan-lossy's 10 ms, made it 0.8 s
+ * a level), within [AUTO_MIN_S, AUTO_MAX_S]. */
+static double warm_limit(const tcp_peer_t *p)
+{
+    return clamp_s(AUTO_WARM_MAX_RTTS * (p->a.i0.least > 0 ? p->a.i0.least : p->a.i0.rtt));
 }
 
 void mln_tcp_auto_step(mln_stripe_t *s, double now)
@@ -481,7 +512,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         if (span <
             clamp_s((p->a.phase == AUTO_WARM ? AUTO_WARM_RTTS : AUTO_SAMPLE_RTTS) * p->a.i0.rtt))
             continue;
-        if (p->a.phase == AUTO_WARM && span < clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt)) {
+        if (p->a.phase == AUTO_WARM && span < warm_limit(p)) {
             if (now - p->a.warm_looked < AUTO_WARM_LOOK_S)
                 continue;
             p->a.warm_looked = now;
@@ -491,8 +522,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         l = lanes_info(p, p->a.level);
         if (p->a.phase == AUTO_WARM) {
             MLN_DEBUG("tcp auto: world rank %d, %d lanes: warm after %.0f ms%s", peer, p->a.level,
-                      span * 1e3,
-                      span >= clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt) ? " (the limit)" : "");
+                      span * 1e3, span >= warm_limit(p) ? " (the limit)" : "");
             p->a.phase = AUTO_MEASURE;
             interval_from(p, now, l);
             continue;
@@ -611,6 +641,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
 {
     tcp_burst_t *b = &p->bc[cls];
 
+    b->extra = 0;
     MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
               peer, 1 << (BURST_MIN_LOG2 + cls - 10), level, t * 1e3, why);
     b->level = level;
@@ -654,7 +685,7 @@ static double level_time(const tcp_burst_t *b)
  * BURST_REPROBE) probes twice its lanes when they still waited on windows.
  */
 static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t, double share,
-                         double rtt, uint32_t retrans)
+                         double rtt, uint32_t retrans, double queue)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int cls = bs->cls, n = bs->n;
@@ -681,8 +712,10 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         b->best_share = share;
     }
     if (b->nsamples == 0)
-        b->lost = 0;
+        b->lost = 0, b->queue = 0;
     b->lost += retrans > 0;
+    if (queue > b->queue)
+        b->queue = queue;
     b->sampled += t;
     b->times[b->nsamples] = t;
     if (++b->nsamples < BURST_SAMPLES ||
@@ -726,9 +759,29 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
+        if (b->lost > 0 && b->queue > 0 && b->queue < AUTO_QUEUE && !b->extra && n < p->cap &&
+            !(p->grow_stop && n >= p->nup)) {
+            /* samples that lost segments with no queue on the path (its own loss, not the lanes'
+             * overflow: wan-short's cubic fills its queue at any count, more lanes only cost
+             * there): their median moves by more than AUTO_GAIN with where the losses fell
+             * (wan-lossy, 1 MiB: 4 lanes' 36-49 ms, 8 lanes' 37-46), so one doubling that did not
+             * pay says little; one more is tried, and the class settles on the faster of those
+             * measured */
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes did not "
+                      "cut the time by 10%%, with retransmissions: trying %d too",
+                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, 2 * n);
+            b->extra = 1;
+            if (t < b->prev_t) {
+                b->prev = n;
+                b->prev_t = t;
+            }
+            burst_level(s, peer, b, 2 * n);
+            return;
+        }
         burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes did not cut the time by 10%");
         return;
     }
+    b->extra = 0;
     if (n >= p->cap || (p->grow_stop && n >= p->nup)) {
         burst_settle(p, peer, cls, n, t,
                      n >= p->cap ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
@@ -831,7 +884,7 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
     busy -= bs->busy0;
     limit -= bs->limit0;
     burst_decide(s, peer, bs, t, busy > 0 ? (double)limit / (double)busy : 0, rtt,
-                 retrans - bs->retrans0);
+                 retrans - bs->retrans0, lanes_info(p, bs->n).queue);
 }
 
 /* 1 while a lone message may be being timed: auto on, one started within BURST_LONE_S. */
