@@ -79,16 +79,14 @@ typedef struct tcp_out {
 typedef enum { PEER_NONE, PEER_CONNECTING, PEER_UP, PEER_FAILED } tcp_peer_state_t;
 
 /* Lanes' TCP_INFO: bytes acknowledged, retransmissions and segments sent, summed; their largest
- * smoothed round trip (s); the least round trip any of them ever saw (s, the path's own; 0 when
- * unknown), and their mean smoothed round trip over it (1 with no queue on the path, above when
- * the lanes keep one standing, the bottleneck always busy; 0 when unknown); how many of them last
- * sent less than their windows allowed (the kernel's delivery-rate sample was
- * application-limited), of how many. */
+ * smoothed round trip (s); their mean smoothed round trip over the least any of them ever saw
+ * (the path's own: 1 with no queue on the path, above when the lanes keep one standing, the
+ * bottleneck always busy; 0 when unknown); how many of them last sent less than their windows
+ * allowed (the kernel's delivery-rate sample was application-limited), of how many. */
 typedef struct tcp_lanes_info {
     uint64_t acked;
     uint32_t retrans, segs;
     double rtt;
-    double least;
     double queue;
     int app_limited, n;
 } tcp_lanes_info_t;

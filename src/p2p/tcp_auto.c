@@ -6,9 +6,9 @@
  * bottleneck's queue.  The sender finds the count per peer by measuring what the lanes carry:
  *
  * Warm: a new level (lane count) runs for AUTO_WARM_RTTS round trips (at least AUTO_MIN_S)
- * unmeasured, and longer, up to AUTO_WARM_MAX_RTTS of the path's least, until every lane of it
- * left slow start (a loss ended it, or its window caps it): on a lossy path new lanes' slow start
- * overshoots by hundreds of segments, whose losses and decaying rate are not the level's.
+ * unmeasured, and longer, up to AUTO_WARM_MAX_RTTS, until every lane of it left slow start (a loss
+ * ended it, or its window caps it): on a lossy path new lanes' slow start overshoots by hundreds of
+ * segments, whose losses and decaying rate are not the level's.
  *
  * Measure: AUTO_SAMPLES intervals of AUTO_SAMPLE_RTTS round trips (at least AUTO_MIN_S) in which
  * a striped send to the peer was moving for AUTO_BUSY of the time (between looks no further apart
@@ -184,7 +184,6 @@ static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
     if (l.rtt <= 0)
         l.rtt = AUTO_DEFAULT_RTT;
     l.queue = timed ? srtt / timed / least : 0;
-    l.least = least / 1e6;
     return l;
 }
 
@@ -426,6 +425,16 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
         p->a.loss_base = 0;
     if (!no_gain && prev != 0)
         p->a.down_tried = 0; /* more lanes paid: fewer may be tried again once settled */
+    if (prev == 0 && p->a.retrans >= 2 && p->a.retrans <= AUTO_LOSS_RANDOM * p->a.segs &&
+        p->a.queue > 0 && p->a.queue < AUTO_QUEUE) {
+        /* the first level already loses a little with no queue on the path: loss-bound lanes on
+         * a link with room (wan-lossy's 4 lanes: 0.1-0.2% of their segments, round trip 1.05x
+         * the least), the path's own loss; the search starts with four times the lanes */
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes lost %u of %u segments and kept no queue "
+                  "(round trip %.2fx the least): the path's loss, and the link has room",
+                  peer, level, p->a.retrans, p->a.segs, p->a.queue);
+        p->a.room = 1;
+    }
     if (level >= max || (p->grow_stop && level >= p->nup)) {
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
@@ -466,14 +475,6 @@ static void search_again(mln_stripe_t *s, int peer, double now)
     level_set(s, peer, p->a.level, now);
 }
 
-/* The longest a new level warms up: AUTO_WARM_MAX_RTTS of the path's own round trip (the least
- * its lanes saw; a queue the new lanes' slow start built, 2.5x wan-lossy's 10 ms, made it 0.8 s
- * a level), within [AUTO_MIN_S, AUTO_MAX_S]. */
-static double warm_limit(const tcp_peer_t *p)
-{
-    return clamp_s(AUTO_WARM_MAX_RTTS * (p->a.i0.least > 0 ? p->a.i0.least : p->a.i0.rtt));
-}
-
 void mln_tcp_auto_step(mln_stripe_t *s, double now)
 {
     mln_tcp_state_t *t = s->tcp;
@@ -512,7 +513,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         if (span <
             clamp_s((p->a.phase == AUTO_WARM ? AUTO_WARM_RTTS : AUTO_SAMPLE_RTTS) * p->a.i0.rtt))
             continue;
-        if (p->a.phase == AUTO_WARM && span < warm_limit(p)) {
+        if (p->a.phase == AUTO_WARM && span < clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt)) {
             if (now - p->a.warm_looked < AUTO_WARM_LOOK_S)
                 continue;
             p->a.warm_looked = now;
@@ -522,7 +523,8 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         l = lanes_info(p, p->a.level);
         if (p->a.phase == AUTO_WARM) {
             MLN_DEBUG("tcp auto: world rank %d, %d lanes: warm after %.0f ms%s", peer, p->a.level,
-                      span * 1e3, span >= warm_limit(p) ? " (the limit)" : "");
+                      span * 1e3,
+                      span >= clamp_s(AUTO_WARM_MAX_RTTS * p->a.i0.rtt) ? " (the limit)" : "");
             p->a.phase = AUTO_MEASURE;
             interval_from(p, now, l);
             continue;
