@@ -29,7 +29,8 @@
  * loss-bound lanes; the level doubles again.  (Settling there, auto stopped at 4-8 lanes on
  * wan-lossy, where 64 carry twice as much.)  Where its lanes also kept no standing queue (their
  * round trip under AUTO_QUEUE of the least they saw: the bottleneck is not always busy), the
- * doublings go on, four times the lanes a step while no queue builds, until a level fills the
+ * doublings go on (the first level shows it alone: it lost a little, at most AUTO_LOSS_RANDOM,
+ * with no queue), four times the lanes a step while no queue builds, until a level fills the
  * link (a queue, or more loss than the path's) and settle on it, or on the level before where
  * filling the link cost AUTO_GAIN of the rate (after a step of four: twice the level before is
  * tried, and kept if no slower than it).
