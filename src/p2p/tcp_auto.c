@@ -714,8 +714,10 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         b->best = t;
         b->best_share = share;
     }
-    if (b->nsamples == 0)
-        b->lost = 0, b->queue = 0;
+    if (b->nsamples == 0) {
+        b->lost = 0;
+        b->queue = 0;
+    }
     b->lost += retrans > 0;
     if (queue > b->queue)
         b->queue = queue;
