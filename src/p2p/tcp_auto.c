@@ -348,6 +348,19 @@ static int loss_is_paths(const tcp_auto_t *a)
            AUTO_LOSS_RISE * a->prev_retrans / (double)a->prev_segs * a->segs + AUTO_LOSS_SLACK;
 }
 
+/* 1 when the lanes kept no standing queue: their round trip under AUTO_QUEUE of the path's
+ * least (0: unknown, counted as a queue). */
+static int no_queue(double queue)
+{
+    return queue > 0 && queue < AUTO_QUEUE;
+}
+
+/* 1 when n lanes to p are as many as there can be: MLN_STRIPE_LANES_MAX, or no more open. */
+static int lanes_top(const tcp_peer_t *p, int n)
+{
+    return n >= p->cap || (p->grow_stop && n >= p->nup);
+}
+
 /* A level measured at `rate` (bytes/s) with `retrans` retransmissions: the next step. */
 static void decide(mln_stripe_t *s, int peer, double rate, double now)
 {
@@ -378,7 +391,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
             settle(s, peer, level, rate, "fewer lanes were as fast, and lose less");
         return;
     }
-    if (no_gain && loss_is_paths(&p->a) && p->a.queue > 0 && p->a.queue < AUTO_QUEUE) {
+    if (no_gain && loss_is_paths(&p->a) && no_queue(p->a.queue)) {
         MLN_DEBUG("tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost no "
                   "larger share of their segments than %d and kept no queue (round trip %.2fx the "
                   "least): the path's loss, and the link has room; more lanes are tried",
@@ -427,7 +440,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     if (!no_gain && prev != 0)
         p->a.down_tried = 0; /* more lanes paid: fewer may be tried again once settled */
     if (prev == 0 && p->a.retrans >= 2 && p->a.retrans <= AUTO_LOSS_RANDOM * p->a.segs &&
-        p->a.queue > 0 && p->a.queue < AUTO_QUEUE) {
+        no_queue(p->a.queue)) {
         /* the first level already loses a little with no queue on the path: loss-bound lanes on
          * a link with room (wan-lossy's 4 lanes: 0.1-0.2% of their segments, round trip 1.05x
          * the least), the path's own loss; the search starts with four times the lanes */
@@ -436,14 +449,14 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                   peer, level, p->a.retrans, p->a.segs, p->a.queue);
         p->a.room = 1;
     }
-    if (level >= max || (p->grow_stop && level >= p->nup)) {
+    if (lanes_top(p, level)) {
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
     }
     /* with the link's room and no queue on it, four times the lanes: the rate grows with the
      * lanes until they fill it (wan-lossy: 64 lanes twice 16's), and a search a level shorter
      * spends a level's warm-up and measure less at the slower counts */
-    next = (p->a.room && p->a.queue > 0 && p->a.queue < AUTO_QUEUE ? 4 : 2) * level;
+    next = (p->a.room && no_queue(p->a.queue) ? 4 : 2) * level;
     level_next(s, peer, rate, next < max ? next : max, now);
 }
 
@@ -701,7 +714,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
               peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100, retrans);
     if (b->settled) {
         b->since = 0;
-        if (share < BURST_LIMITED || n >= p->cap || (p->grow_stop && n >= p->nup))
+        if (share < BURST_LIMITED || lanes_top(p, n))
             return;
         b->settled = 0;
         b->first = 0; /* a probe goes up only */
@@ -764,8 +777,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
-        if (b->lost > 0 && b->queue > 0 && b->queue < AUTO_QUEUE && !b->extra && n < p->cap &&
-            !(p->grow_stop && n >= p->nup)) {
+        if (b->lost > 0 && no_queue(b->queue) && !b->extra && !lanes_top(p, n)) {
             /* samples that lost segments with no queue on the path (its own loss, not the lanes'
              * overflow: wan-short's cubic fills its queue at any count, more lanes only cost
              * there): their median moves by more than AUTO_GAIN with where the losses fell
@@ -787,7 +799,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     b->extra = 0;
-    if (n >= p->cap || (p->grow_stop && n >= p->nup)) {
+    if (lanes_top(p, n)) {
         burst_settle(p, peer, cls, n, t,
                      n >= p->cap ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
