@@ -118,7 +118,8 @@ typedef struct tcp_auto {
     double loss_base_rate; /* its rate */
     int room;              /* doublings are kept for the link's room (the path's loss, no queue) */
     int mid;               /* twice the level before is tried: four times it filled the link */
-    int down;              /* 1 while fewer lanes than a settled level are tried */
+    int path_loss; /* a level lost segments with no queue: the path's own loss (lone classes) */
+    int down;      /* 1 while fewer lanes than a settled level are tried */
     double down_from_rate; /* that level's settle_rate then */
     int down_tried;        /* fewer lanes were tried since the last search up */
     int settled_n;         /* AUTO_SETTLED: intervals measured since */
@@ -155,9 +156,12 @@ typedef struct tcp_burst {
     double best_share; /* its share of time waiting on windows */
     double times[TCP_BURST_SAMPLES_MAX]; /* their times (s) */
     int lost;                            /* how many of them lost segments (retransmitted) */
-    int extra;    /* a doubling past a lossy level that did not pay is being tried */
-    double queue; /* the level's lanes' largest standing queue at its samples' ends (round trip
-                   * over the least) */
+    uint32_t retrans;                    /* their retransmissions, summed */
+    double segs;                         /* and their segments (bytes / MSS) */
+    int room;  /* a level's samples lost the path's share (at most AUTO_LOSS_RANDOM): the search
+                * goes up in steps of four while more lanes are no slower */
+    int mid;   /* twice the level before a step of four that was slower is being tried */
+    int again; /* the level, slower, is measured once more (its lanes warm now) */
 } tcp_burst_t;
 
 /* The lone message in flight, timed: from its start to the moment its lanes' send queues are

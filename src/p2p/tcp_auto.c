@@ -396,7 +396,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                   "larger share of their segments than %d and kept no queue (round trip %.2fx the "
                   "least): the path's loss, and the link has room; more lanes are tried",
                   peer, level, prev, p->a.queue);
-        p->a.room = 1;
+        p->a.room = p->a.path_loss = 1;
     } else if (no_gain && p->a.room) {
         /* doublings kept for the link's room (their rates the noise of loss-bound lanes) end
          * where the lanes keep a queue or lose more: the link is full here, which the level before
@@ -447,7 +447,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
         MLN_DEBUG("tcp auto: world rank %d: %d lanes lost %u of %u segments and kept no queue "
                   "(round trip %.2fx the least): the path's loss, and the link has room",
                   peer, level, p->a.retrans, p->a.segs, p->a.queue);
-        p->a.room = 1;
+        p->a.room = p->a.path_loss = 1;
     }
     if (lanes_top(p, level)) {
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
@@ -613,6 +613,17 @@ static void lanes_chrono(const tcp_peer_t *p, int n, uint64_t *busy, uint64_t *l
         *rtt = AUTO_DEFAULT_RTT;
 }
 
+/* A lane's segment size (its MSS; 1448 when unknown). */
+static double lane_mss(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_snd_mss == 0)
+        return 1448;
+    return ti.tcpi_snd_mss;
+}
+
 /* 1 when lanes [0, n) hold nothing unacknowledged (request SIOCOUTQ), or nothing unsent
  * (SIOCOUTQNSD). */
 static int lanes_drained(const tcp_peer_t *p, int n, unsigned long request)
@@ -657,7 +668,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
 {
     tcp_burst_t *b = &p->bc[cls];
 
-    b->extra = 0;
+    b->room = b->mid = b->again = 0;
     MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
               peer, 1 << (BURST_MIN_LOG2 + cls - 10), level, t * 1e3, why);
     b->level = level;
@@ -710,8 +721,10 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     int next;
 
     MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
-              "round trips, %.0f%% of the lanes' time waiting on windows, %u retransmissions)",
-              peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100, retrans);
+              "round trips, %.0f%% of the lanes' time waiting on windows, %u retransmissions, "
+              "round trip %.2fx the least)",
+              peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100, retrans,
+              queue);
     if (b->settled) {
         b->since = 0;
         if (share < BURST_LIMITED || lanes_top(p, n))
@@ -729,11 +742,12 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     }
     if (b->nsamples == 0) {
         b->lost = 0;
-        b->queue = 0;
+        b->retrans = 0;
+        b->segs = 0;
     }
     b->lost += retrans > 0;
-    if (queue > b->queue)
-        b->queue = queue;
+    b->retrans += retrans;
+    b->segs += (double)bs->bytes / lane_mss(p->out[0].fd);
     b->sampled += t;
     b->times[b->nsamples] = t;
     if (++b->nsamples < BURST_SAMPLES ||
@@ -743,6 +757,27 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     share = b->best_share;
     b->nsamples = 0;
     b->sampled = 0;
+    if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && p->a.path_loss && !b->room) {
+        /* the streaming level saw the path's own loss (segments lost with no queue), which a lone
+         * message's samples cannot tell from a queue's (its burst makes one: wan-lossy's 1 MiB
+         * on 4 lanes, round trip 1.3-1.8x the least; wan-short's 64 MiB on 2 lanes lose 0.5-0.8%
+         * where cubic fills the queue, and more lanes only cost there) */
+        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes lost %u of "
+                  "about %.0f segments, the path's loss; more lanes are tried while no slower",
+                  peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, b->retrans, b->segs);
+        b->room = 1;
+    }
+    if (b->room) /* the losses fall at random, whatever the count: the fastest sample, which lost
+                  * least, says what the count itself costs (wan-lossy, 1 MiB: 16 lanes' median
+                  * 28-60 ms from one run to the next, its fastest 27-31) */
+        t = b->best;
+    if (b->mid) { /* between a level and four times it, which was slower */
+        if (t <= b->prev_t * AUTO_GAIN)
+            burst_settle(p, peer, cls, n, t, "as fast as fewer lanes, with the path's loss");
+        else
+            burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes were slower by 10%");
+        return;
+    }
     if (b->down) { /* fewer lanes than the first: kept unless slower by AUTO_GAIN */
         if (t > b->prev_t * AUTO_GAIN && b->prev == b->first) {
             /* half the first level was slower: more lanes may be faster (a per-flow cap) */
@@ -760,7 +795,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         }
         return;
     }
-    if (b->prev == 0 && n == b->first && n > 1 && share < BURST_LIMITED &&
+    if (b->prev == 0 && n == b->first && n > 1 && !b->room && share < BURST_LIMITED &&
         (double)bs->bytes / (n * (t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd) &&
         t * BURST_SAMPLES < BURST_SAMPLED_S) {
         /* the first level's lanes did not wait on their windows, and each carried much less
@@ -776,35 +811,46 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         burst_level(s, peer, b, n / 2);
         return;
     }
-    if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
-        if (b->lost > 0 && no_queue(b->queue) && !b->extra && !lanes_top(p, n)) {
-            /* samples that lost segments with no queue on the path (its own loss, not the lanes'
-             * overflow: wan-short's cubic fills its queue at any count, more lanes only cost
-             * there): their median moves by more than AUTO_GAIN with where the losses fell
-             * (wan-lossy, 1 MiB: 4 lanes' 36-49 ms, 8 lanes' 37-46), so one doubling that did not
-             * pay says little; one more is tried, and the class settles on the faster of those
-             * measured */
-            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes did not "
-                      "cut the time by 10%%, with retransmissions: trying %d too",
-                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, 2 * n);
-            b->extra = 1;
-            if (t < b->prev_t) {
-                b->prev = n;
-                b->prev_t = t;
-            }
-            burst_level(s, peer, b, 2 * n);
-            return;
-        }
+    if (b->room && b->prev != 0 && t > b->prev_t * AUTO_GAIN) {
+        if (!b->again) {
+            /* lanes new to the class start from their initial windows, or were idle past a
+             * retransmission timeout and start over (wan-lossy, 1 MiB: 16 lanes 50-53 ms in
+             * their first three messages, 4 lanes used all along 38-42): measured once more */
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
+                      "slower by 10%%: measured again",
+                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n);
+            b->again = 1;
+        } else if (n >=
+                   4 * b->prev) { /* a step of four was slower: twice the level before is tried */
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
+                      "slower by 10%%: trying %d",
+                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, 2 * b->prev);
+            b->mid = 1;
+            b->again = 0;
+            burst_level(s, peer, b, 2 * b->prev);
+        } else
+            burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes were slower by 10%");
+        return;
+    }
+    if (b->room && b->prev != 0) {
+        /* with the path's own loss, more lanes as fast are kept: the samples' median moves by
+         * more than AUTO_GAIN with where the losses fell (wan-lossy, 1 MiB: 16 lanes 28-60 ms
+         * from one run to the next, 32 lanes 27-38), while each lane's share crosses in fewer
+         * round trips and a loss holds back less of the message (the sweep's fixed counts: 32
+         * and 64 lanes the fastest at 1, 10 and 64 MiB) */
+        if (b->prev_t < t)
+            t = b->prev_t;
+        b->again = 0;
+    } else if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
         burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes did not cut the time by 10%");
         return;
     }
-    b->extra = 0;
     if (lanes_top(p, n)) {
         burst_settle(p, peer, cls, n, t,
                      n >= p->cap ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
     }
-    next = 2 * n;
+    next = (b->room ? 4 : 2) * n; /* the path's loss: a search a level shorter */
     rounds = t / rtt;
     if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));
