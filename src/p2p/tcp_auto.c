@@ -66,20 +66,25 @@
  * fastest of BURST_SAMPLES (more, up to BURST_SAMPLES_MAX, on a short path, where they are cheap
  * and noise weighs more), or their median where any of them retransmitted (on a lossy path a loss
  * is part of a message's time, and the fastest sample, one that lost nothing, hides what the lane
- * count costs the others; and there, where the lanes kept no queue, the path's own loss, a doubling
- * that did not pay is followed by one more, the class settling on the faster).  From the streaming
- * level, when its lanes neither waited on their windows nor carried half a window per round trip
- * (wan-short: one lane fills the link), the class's count first halves while fewer lanes are no
- * slower by AUTO_GAIN (fewer cost less: sockets, queue overflow); otherwise, or when half was
- * slower (a per-flow cap), it doubles while that cuts the time by AUTO_GAIN (by more when the lanes
- * mostly waited on their windows: to the count that carries the message in about one round trip)
- * and settles on the last that did.  A settled class times one message in BURST_REPROBE (the others
- * are not watched) and, when its lanes still wait on windows then, tries twice the lanes.  (Cutting
- * every lone message for a quarter window per lane, without timing, was tried and dropped: on
- * wan-short the burst of 64 lanes' first segments overflowed the 250 kB queue and each lost tail
- * waited for a retransmission timeout, 130 ms one way where 2 lanes take 12-15 ms.)  On this 2-core
- * VM one message's time varies by 30% from one to the next, more than the 10-20% between 1, 2 and 4
- * lanes on wan-short: there the class settles on 1 or 2 lanes, sometimes 4.
+ * count costs the others).  Where the samples lost at most AUTO_LOSS_RANDOM of their segments and
+ * the streaming level saw the path's own loss (segments lost with no queue: a lone message's burst
+ * makes a queue of its own, so its samples cannot tell), the class goes up in steps of four and
+ * keeps more lanes while their fastest sample is no slower by AUTO_GAIN (the losses fall at random
+ * whatever the count; each lane's share crosses in fewer round trips); a level that was slower is
+ * measured once more (its lanes warm), and after a step of four twice the level before is tried.
+ * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
+ * half a window per round trip (wan-short: one lane fills the link), the class's count first halves
+ * while fewer lanes are no slower by AUTO_GAIN (fewer cost less: sockets, queue overflow);
+ * otherwise, or when half was slower (a per-flow cap), it doubles while that cuts the time by
+ * AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that carries the
+ * message in about one round trip) and settles on the last that did.  A settled class times one
+ * message in BURST_REPROBE (the others are not watched) and, when its lanes still wait on windows
+ * then, tries twice the lanes.  (Cutting every lone message for a quarter window per lane, without
+ * timing, was tried and dropped: on wan-short the burst of 64 lanes' first segments overflowed the
+ * 250 kB queue and each lost tail waited for a retransmission timeout, 130 ms one way where 2 lanes
+ * take 12-15 ms.)  On this 2-core VM one message's time varies by 30% from one to the next, more
+ * than the 10-20% between 1, 2 and 4 lanes on wan-short: there the class settles on 1 or 2 lanes,
+ * sometimes 4.
  *
  * Every decision is logged at debug level (the rates, the retransmissions, the lone messages'
  * times); mln_stripe_lanes_used() reports the count the latest message to the peer took (its
