@@ -94,12 +94,12 @@
  * Cost: two TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S); O(peers
  * + sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one
  * SIOCOUTQNSD per lane up as it starts; while its class searches (and for one in BURST_REPROBE once
- * it settled), TCP_INFO on its lanes twice and SIOCOUTQ on them every BURST_POLL_S while it drains
- * (the program polls then instead of sleeping in MPI_Wait).  A class settles after about
- * BURST_SAMPLES x (levels tried) lone messages.  Finding the count on a path of round trip R
- * from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS + AUTO_SAMPLES
- * x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its lanes (4
- * to 64 lanes at 60 ms: about 4 x 16 x 60 ms = 4 s); on a short path the intervals' floor
+ * it settled), TCP_INFO on its lanes twice (and on one more for its MSS) and SIOCOUTQ on them every
+ * BURST_POLL_S while it drains (the program polls then instead of sleeping in MPI_Wait).  A class
+ * settles after about BURST_SAMPLES x (levels tried) lone messages.  Finding the count on a path of
+ * round trip R from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS +
+ * AUTO_SAMPLES x AUTO_SAMPLE_RTTS) x R of traffic, plus a round trip or two per level to open its
+ * lanes (4 to 64 lanes at 60 ms: about 4 x 16 x 60 ms = 4 s); on a short path the intervals' floor
  * AUTO_MIN_S rules (wan-lossy, 10 ms: about 4 x 0.35 s from 4 lanes to 64, plus warm-ups of up
  * to AUTO_WARM_MAX_RTTS a level).  Deciding when new
  * lanes left slow start: one TCP_INFO per lane of the level every AUTO_WARM_LOOK_S while it
@@ -825,8 +825,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                       "slower by 10%%: measured again",
                       peer, 1 << (BURST_MIN_LOG2 + cls - 10), n);
             b->again = 1;
-        } else if (n >=
-                   4 * b->prev) { /* a step of four was slower: twice the level before is tried */
+        } else if (n >= 4 * b->prev) {
+            /* a step of four was slower: twice the level before is tried */
             MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
                       "slower by 10%%: trying %d",
                       peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, 2 * b->prev);
