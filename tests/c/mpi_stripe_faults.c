@@ -106,6 +106,10 @@ static void kill_sender(tctx_t *t, uint8_t *buf)
         printf("FAIL kill: rank 0: the send to the killed rank completed MLN_OK\n");
     printf("mpi_stripe: rank 0: kill: aborting the job (its peer is dead)\n");
     fflush(stdout);
+    /* MPI_Abort ends the launcher's forwarding at once: give it a moment to pass these lines
+     * on (Hydra lost them once, keeping only the library's warning on stderr). */
+    const struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
