@@ -1,6 +1,8 @@
 # How ctest launches the MPI test programs (tests/c, tests/fortran): include() it in a test
 # folder after find_package(MPI).  Sets, in the including scope:
 #   mln_ompi              TRUE for Open MPI
+#   MLN_MPIEXEC           the launcher command: MPIEXEC_EXECUTABLE under tests/mpiexec-retry.sh,
+#                         which reruns it once where the launcher itself failed to start
 #   MLN_MPIEXEC_PREFLAGS  mpiexec flags before the program (MPIEXEC_PREFLAGS, plus ours)
 #   MLN_TEST_ENV          the tests' ENVIRONMENT list
 # Launcher flags: Open MPI refuses root without these and needs --oversubscribe above the core
@@ -12,6 +14,7 @@
 # tools in /usr/bin, so MPICH's mpiexec.mpich has an ompi_info beside it when Open MPI is
 # installed too (and FindMPI reads no library version string unless asked to).
 set(MLN_TEST_ENV "")
+set(MLN_MPIEXEC "${PROJECT_SOURCE_DIR}/tests/mpiexec-retry.sh" "${MPIEXEC_EXECUTABLE}")
 set(MLN_MPIEXEC_PREFLAGS ${MPIEXEC_PREFLAGS})
 set(mln_ompi FALSE)
 execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE mln_mpiexec_says
