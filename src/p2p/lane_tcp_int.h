@@ -118,7 +118,8 @@ typedef struct tcp_auto {
     double loss_base_rate; /* its rate */
     int room;              /* doublings are kept for the link's room (the path's loss, no queue) */
     int mid;               /* twice the level before is tried: four times it filled the link */
-    int path_loss; /* a level lost segments with no queue: the path's own loss (lone classes) */
+    int path_loss; /* a level lost segments with no queue, or twice the lanes no larger share:
+                    * the path's own loss (lone classes search up with it) */
     int down;      /* 1 while fewer lanes than a settled level are tried */
     double down_from_rate; /* that level's settle_rate then */
     int down_tried;        /* fewer lanes were tried since the last search up */

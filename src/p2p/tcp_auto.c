@@ -74,8 +74,10 @@
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
  * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
  * half a window per round trip (wan-short: one lane fills the link), the class's count first halves
- * while fewer lanes are no slower by AUTO_GAIN (fewer cost less: sockets, queue overflow);
- * otherwise, or when half was slower (a per-flow cap), it doubles while that cuts the time by
+ * while fewer lanes are no slower by AUTO_GAIN (fewer cost less: sockets, queue overflow), and
+ * half the streaming level slower by less than BURST_CAPPED is the noise of lanes that share the
+ * link: the class keeps the streaming level; otherwise (the lanes waited on their windows, or
+ * half took BURST_CAPPED as long: a per-flow cap) it doubles while that cuts the time by
  * AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that carries the
  * message in about one round trip) and settles on the last that did.  A settled class times one
  * message in BURST_REPROBE (the others are not watched) and, when its lanes still wait on windows
@@ -142,6 +144,7 @@
 /* looks further apart than BURST_AWAY_S: the program was away, the time not the path's */
 #define BURST_AWAY_S 0.003
 #define BURST_LIMITED 0.5 /* lanes waiting on windows this share of their busy time */
+#define BURST_CAPPED 1.3  /* half the lanes this much slower: each lane's rate is capped */
 #define BURST_SAMPLES 3   /* lone messages timed per level at least */
 /* and more, up to BURST_SAMPLES_MAX, until they took BURST_SAMPLED_S: cheap samples (a short
  * path), where noise weighs more */
@@ -191,6 +194,12 @@ static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
         l.rtt = AUTO_DEFAULT_RTT;
     l.queue = timed ? srtt / timed / least : 0;
     return l;
+}
+
+/* Lone message class cls's least size in KiB (for the log). */
+static int class_kib(int cls)
+{
+    return 1 << (BURST_MIN_LOG2 + cls - 10);
 }
 
 static double clamp_s(double seconds)
@@ -366,6 +375,31 @@ static int lanes_top(const tcp_peer_t *p, int n)
     return n >= p->cap || (p->grow_stop && n >= p->nup);
 }
 
+/* The streaming level saw the path's own loss: lanes lost segments with no queue, or twice the
+ * lanes lost no larger share of theirs (loss_is_paths).  Lone classes that settled before, without
+ * that to go on, search again from their level: their samples lose as the path does, and more
+ * lanes as fast are worth keeping there (wan-lossy: the 1 MiB class of the first ping-pong settled
+ * on 4 lanes, 4 and 8 alike over their first messages on fresh lanes, and stayed there at 66-77 ms
+ * a message, where 32 take 27). */
+static void path_loss_seen(tcp_peer_t *p, int peer)
+{
+    if (p->a.path_loss)
+        return;
+    p->a.path_loss = 1;
+    for (int c = 0; c < BURST_CLASSES; c++) {
+        tcp_burst_t *b = &p->bc[c];
+        if (!b->settled || b->room)
+            continue;
+        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: searched again from %d "
+                  "lanes, the path's loss now known",
+                  peer, class_kib(c), b->level);
+        b->settled = b->down = b->mid = b->again = 0;
+        b->prev = b->nsamples = 0;
+        b->sampled = 0;
+        b->first = b->level;
+    }
+}
+
 /* A level measured at `rate` (bytes/s) with `retrans` retransmissions: the next step. */
 static void decide(mln_stripe_t *s, int peer, double rate, double now)
 {
@@ -401,7 +435,8 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                   "larger share of their segments than %d and kept no queue (round trip %.2fx the "
                   "least): the path's loss, and the link has room; more lanes are tried",
                   peer, level, prev, p->a.queue);
-        p->a.room = p->a.path_loss = 1;
+        p->a.room = 1;
+        path_loss_seen(p, peer);
     } else if (no_gain && p->a.room) {
         /* doublings kept for the link's room (their rates the noise of loss-bound lanes) end
          * where the lanes keep a queue or lose more: the link is full here, which the level before
@@ -434,6 +469,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                   peer, level, prev);
         p->a.loss_base = prev;
         p->a.loss_base_rate = p->a.prev_rate;
+        path_loss_seen(p, peer);
     } else if (no_gain) { /* no better than the level before */
         settle(s, peer, prev, p->a.prev_rate,
                rate < p->a.prev_rate && p->a.retrans > 0
@@ -452,7 +488,8 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
         MLN_DEBUG("tcp auto: world rank %d: %d lanes lost %u of %u segments and kept no queue "
                   "(round trip %.2fx the least): the path's loss, and the link has room",
                   peer, level, p->a.retrans, p->a.segs, p->a.queue);
-        p->a.room = p->a.path_loss = 1;
+        p->a.room = 1;
+        path_loss_seen(p, peer);
     }
     if (lanes_top(p, level)) {
         settle(s, peer, level, rate, level >= max ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
@@ -675,7 +712,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
 
     b->room = b->mid = b->again = 0;
     MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
-              peer, 1 << (BURST_MIN_LOG2 + cls - 10), level, t * 1e3, why);
+              peer, class_kib(cls), level, t * 1e3, why);
     b->level = level;
     b->prev = 0;
     b->down = 0;
@@ -728,8 +765,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
               "round trips, %.0f%% of the lanes' time waiting on windows, %u retransmissions, "
               "round trip %.2fx the least)",
-              peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, t * 1e3, t / rtt, share * 100, retrans,
-              queue);
+              peer, class_kib(cls), n, t * 1e3, t / rtt, share * 100, retrans, queue);
     if (b->settled) {
         b->since = 0;
         if (share < BURST_LIMITED || lanes_top(p, n))
@@ -769,7 +805,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
          * where cubic fills the queue, and more lanes only cost there) */
         MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes lost %u of "
                   "about %.0f segments, the path's loss; more lanes are tried while no slower",
-                  peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, b->retrans, b->segs);
+                  peer, class_kib(cls), n, b->retrans, b->segs);
         b->room = 1;
     }
     if (b->room) /* the losses fall at random, whatever the count: the fastest sample, which lost
@@ -784,8 +820,11 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     if (b->down) { /* fewer lanes than the first: kept unless slower by AUTO_GAIN */
-        if (t > b->prev_t * AUTO_GAIN && b->prev == b->first) {
-            /* half the first level was slower: more lanes may be faster (a per-flow cap) */
+        if (t > b->prev_t * BURST_CAPPED && b->prev == b->first) {
+            /* half the first level took about twice as long: each lane's rate is capped (a
+             * per-flow policer), and more lanes may be faster.  Slower by less is the noise of
+             * lanes that share the link (wan-short: 2 lanes 10-30% slower than 4 in some
+             * searches, then 8 lanes' bursts overflowed its queue, 28-40 ms against 16) */
             b->down = 0;
             b->first = 0;
             burst_level(s, peer, b, 2 * b->prev);
@@ -809,7 +848,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
          * (a wrong try on 64 MiB messages costs seconds, more than fewer lanes could save) */
         MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes not "
                   "window-bound; trying %d",
-                  peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, n / 2);
+                  peer, class_kib(cls), n, n / 2);
         b->down = 1;
         b->prev = n;
         b->prev_t = t;
@@ -823,13 +862,13 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
              * their first three messages, 4 lanes used all along 38-42): measured once more */
             MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
                       "slower by 10%%: measured again",
-                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n);
+                      peer, class_kib(cls), n);
             b->again = 1;
         } else if (n >= 4 * b->prev) {
             /* a step of four was slower: twice the level before is tried */
             MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
                       "slower by 10%%: trying %d",
-                      peer, 1 << (BURST_MIN_LOG2 + cls - 10), n, 2 * b->prev);
+                      peer, class_kib(cls), n, 2 * b->prev);
             b->mid = 1;
             b->again = 0;
             burst_level(s, peer, b, 2 * b->prev);
