@@ -4,8 +4,8 @@
 # exit status, with one exception: where the launcher itself failed to start, before any rank ran,
 # it says so and runs the command once more. The one such failure known: Open MPI 5's PMIx server
 # printing "The PMIx server's listener thread failed to start" (2 fresh-clone runs of `make test`
-# out of about 10, a different test each time, never on the rerun). A rank's own failure, or a
-# launcher that started, is never retried.
+# in a row; the same command passed when run again). A rank's own failure, or a launcher that
+# started, is never retried. The command's stderr comes out on stdout (ctest merges them anyway).
 set -u
 log=$(mktemp "${TMPDIR:-/tmp}/mln-mpiexec.XXXXXX") || exit 1
 trap 'rm -f "$log"' EXIT
