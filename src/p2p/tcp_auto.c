@@ -822,8 +822,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     if (b->down) { /* fewer lanes than the first: kept unless slower by AUTO_GAIN */
         if (t > b->prev_t * BURST_CAPPED && b->prev == b->first) {
             /* half the first level took BURST_CAPPED as long or more: each lane's rate is
-             * capped (a per-flow policer), and more lanes may be faster.  Slower by less is the noise of
-             * lanes that share the link (wan-short: 2 lanes 10-30% slower than 4 in some
+             * capped (a per-flow policer), and more lanes may be faster.  Slower by less is the
+             * noise of lanes that share the link (wan-short: 2 lanes 10-30% slower than 4 in some
              * searches, then 8 lanes' bursts overflowed its queue, 28-40 ms against 16) */
             b->down = 0;
             b->first = 0;
