@@ -6,6 +6,7 @@
 #include "preload_int.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <limits.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 mln_pl_t mln_pl = {.keyval = MPI_KEYVAL_INVALID};
 
@@ -306,11 +308,21 @@ void mln_pl_idle(int *spins)
         mln_pl_lock();
 }
 
+void mln_pl_linger(double seconds)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 /* ---- MPI_Init, MPI_Finalize --------------------------------------------------------------- */
 
 static void start_failed(const char *why)
 {
     fprintf(stderr, "multilane-preload: %s\n", why);
+    fflush(stderr);
+    mln_pl_linger(MLN_PL_LINGER_START_S);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -31,7 +31,6 @@
 #include "preload_int.h"
 #include "preload_grid.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,14 +110,6 @@ int mln_pl_grid_refuse(const char *call, int on_world)
 #define GRID_LINGER_FATAL_S 0.1
 #define GRID_LINGER_ABORT_S 0.25
 
-static void linger(double seconds)
-{
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 /* The relay's fatal events (an ABORT of any rank, a gateway lost): one line, the site ends. */
 static void grid_fatal(int code, const char *line, void *arg)
 {
@@ -128,7 +119,7 @@ static void grid_fatal(int code, const char *line, void *arg)
         g->fatal = 1;
         fprintf(stderr, "%s\n", line);
         fflush(stderr);
-        linger(GRID_LINGER_FATAL_S);
+        mln_pl_linger(GRID_LINGER_FATAL_S);
         mln_pmpi.Abort(MPI_COMM_WORLD, code);
     }
     _exit(code);
@@ -610,7 +601,7 @@ int mln_pl_Abort(MPI_Comm comm, int errorcode)
                                          : "a communicator",
                  errorcode);
         mln_relay_abort(g->relay, errorcode, line);
-        linger(GRID_LINGER_ABORT_S);
+        mln_pl_linger(GRID_LINGER_ABORT_S);
     }
     return mln_pmpi.Abort(MPI_COMM_WORLD, errorcode);
 }
@@ -641,6 +632,8 @@ double mln_pl_Wtick(void)
 static void start_failed(const char *why, int lrank)
 {
     fprintf(stderr, "multilane grid: rank %d of this site: %s\n", lrank, why);
+    fflush(stderr);
+    mln_pl_linger(MLN_PL_LINGER_START_S);
     mln_pmpi.Abort(MPI_COMM_WORLD, 1);
 }
 

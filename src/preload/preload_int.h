@@ -166,6 +166,12 @@ int mln_pl_error(MPI_Comm comm, mln_status_t st); /* MPI's code; the errhandler 
 MPI_Count mln_pl_bytes(MPI_Count count, MPI_Datatype dtype);
 /* Gives the core away while a wait goes on (oversubscribed hosts, the delay line). */
 void mln_pl_idle(int *spins);
+/* Sleeps `seconds` (< 1) whole: before an MPI_Abort, so that the launcher forwards the lines
+ * just written (hydra kills the job's ranks, forwarders included, within a millisecond). */
+void mln_pl_linger(double seconds);
+/* A rank that cannot start says why, then lingers this long before its MPI_Abort (a CI run of
+ * hydra lost both ranks' lines of a refused grid handshake, and MPICH's own abort line). */
+#define MLN_PL_LINGER_START_S 0.25
 
 /* preload_req.c */
 mln_pl_req_t *mln_pl_req_find(MPI_Request handle);
