@@ -107,6 +107,7 @@ typedef struct mln_config {
     uint64_t stripe_chunk;      /* MLN_STRIPE_CHUNK: largest chunk given to one lane */
     uint64_t stripe_early;      /* MLN_STRIPE_EARLY: bytes per peer sent before the CTS (tcp) */
     uint64_t stripe_sockbuf;    /* MLN_STRIPE_SOCKBUF: SO_SNDBUF/SO_RCVBUF, 0 = host default */
+    uint64_t stripe_notsent;    /* MLN_STRIPE_NOTSENT: TCP_NOTSENT_LOWAT of tcp lanes, 0 = none */
     char stripe_congestion[32]; /* MLN_STRIPE_CONGESTION: TCP_CONGESTION, "" = host default */
     char site_map[1024];        /* MLN_SITE_MAP: "pattern=site,..."; "" = each host a site */
     int stripe_local;           /* MLN_STRIPE_LOCAL: stripe between peers of one site too */

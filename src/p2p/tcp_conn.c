@@ -54,6 +54,7 @@ mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
 {
     mln_status_t st = MLN_OK;
     const int timeout = (int)s->cfg->stripe_timeout, one = 1, size = (int)s->cfg->stripe_sockbuf;
+    const int notsent = (int)s->cfg->stripe_notsent;
     /* keepalive: 3 probes over the second half of the timeout, after an idle first half, so
      * that a silent peer's lanes end by the timeout (whole seconds: at least 1 s each) */
     const int count = 3;
@@ -69,6 +70,11 @@ mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), st, out);
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)), st, out);
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count)), st, out);
+    /* chunks wait in our queues, not the kernel's (docs/STRIPE.md "Dynamic scheduling"); a
+     * kernel without the option (before 3.12) leaves the lanes as they were */
+    if (notsent > 0 &&
+        setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &notsent, sizeof(notsent)) == -1)
+        MLN_DEBUG("tcp: TCP_NOTSENT_LOWAT %d refused: %s", notsent, strerror(errno));
     if (size > 0) {
         MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), st, out);
         MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)), st, out);
