@@ -96,7 +96,7 @@
  * Cost: two TCP_INFO per lane of the level per interval (intervals of at least AUTO_MIN_S); O(peers
  * + sends in flight) per progress pass otherwise; a lone message of 512 KiB or more: one
  * SIOCOUTQNSD per lane up as it starts; while its class searches (and for one in BURST_REPROBE once
- * it settled), TCP_INFO on its lanes twice (and on one more for its MSS) and SIOCOUTQ on them every
+ * it settled), TCP_INFO on its lanes twice and SIOCOUTQ on them every
  * BURST_POLL_S while it drains (the program polls then instead of sleeping in MPI_Wait).  A class
  * settles after about BURST_SAMPLES x (levels tried) lone messages.  Finding the count on a path of
  * round trip R from AUTO_FIRST lanes to L takes about log2(L / AUTO_FIRST) x (AUTO_WARM_RTTS +
@@ -630,40 +630,46 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
 
 /* ---- lone messages ------------------------------------------------------------------------ */
 
-/* Σ busy time and time waiting on a window (receive window or send buffer) over lanes [0, n),
- * in microseconds (the kernel's chronographs, counted in jiffies), and the largest smoothed
- * round trip (s). */
-static void lanes_chrono(const tcp_peer_t *p, int n, uint64_t *busy, uint64_t *limit, double *rtt,
-                         uint32_t *retrans)
+/* Lanes [0, n) in one TCP_INFO each: Σ busy time and time waiting on a window (receive window
+ * or send buffer), in microseconds (the kernel's chronographs, counted in jiffies); Σ
+ * retransmissions; the largest smoothed round trip (s), and the mean one over the least
+ * (queue, 0 when unknown); lane 0's segment size (1448 when unknown). */
+typedef struct tcp_chrono {
+    uint64_t busy, limit;
+    uint32_t retrans;
+    double rtt, queue, mss;
+} tcp_chrono_t;
+
+static tcp_chrono_t lanes_chrono(const tcp_peer_t *p, int n)
 {
-    *busy = *limit = 0;
-    *rtt = 0;
-    *retrans = 0;
+    tcp_chrono_t c = {.mss = 1448};
+    double srtt = 0, least = 0;
+    int timed = 0;
+
     for (int i = 0; i < n; i++) {
         struct tcp_info ti;
         socklen_t len = sizeof(ti);
         if (getsockopt(p->out[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 ||
             len < offsetof(struct tcp_info, tcpi_sndbuf_limited) + sizeof(ti.tcpi_sndbuf_limited))
             continue;
-        *busy += ti.tcpi_busy_time;
-        *limit += ti.tcpi_rwnd_limited + ti.tcpi_sndbuf_limited;
-        *retrans += ti.tcpi_total_retrans;
-        if (ti.tcpi_rtt / 1e6 > *rtt)
-            *rtt = ti.tcpi_rtt / 1e6;
+        c.busy += ti.tcpi_busy_time;
+        c.limit += ti.tcpi_rwnd_limited + ti.tcpi_sndbuf_limited;
+        c.retrans += ti.tcpi_total_retrans;
+        if (ti.tcpi_rtt / 1e6 > c.rtt)
+            c.rtt = ti.tcpi_rtt / 1e6;
+        if (ti.tcpi_rtt > 0 && ti.tcpi_min_rtt > 0) {
+            srtt += ti.tcpi_rtt;
+            if (least == 0 || ti.tcpi_min_rtt < least)
+                least = ti.tcpi_min_rtt;
+            timed++;
+        }
+        if (i == 0 && ti.tcpi_snd_mss > 0)
+            c.mss = ti.tcpi_snd_mss;
     }
-    if (*rtt <= 0)
-        *rtt = AUTO_DEFAULT_RTT;
-}
-
-/* A lane's segment size (its MSS; 1448 when unknown). */
-static double lane_mss(int fd)
-{
-    struct tcp_info ti;
-    socklen_t len = sizeof(ti);
-
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 || ti.tcpi_snd_mss == 0)
-        return 1448;
-    return ti.tcpi_snd_mss;
+    if (c.rtt <= 0)
+        c.rtt = AUTO_DEFAULT_RTT;
+    c.queue = timed ? srtt / timed / least : 0;
+    return c;
 }
 
 /* 1 when lanes [0, n) hold nothing unacknowledged (request SIOCOUTQ), or nothing unsent
@@ -744,28 +750,29 @@ static double level_time(const tcp_burst_t *b)
 
 /*
  * A lone message of class cls took t seconds on n lanes (its start to its last byte
- * acknowledged), its lanes waiting on windows for `share` of their busy time; rtt the lanes'
- * round trip.  A level's time is the fastest of its samples.  From the class's first level, when
- * its lanes had room in their windows, the lanes halve while that costs less than AUTO_GAIN;
- * otherwise they double while that cuts the time by AUTO_GAIN; when the lanes mostly waited on
- * their windows and the message took `rounds` round trips, the next level is the one that would
- * carry it in about one (a power of two, at least twice the lanes).  The first level that does not
- * help sends the class back to the one before.  A settled class's timed message (one in
+ * acknowledged), its lanes as `c` says over that time (`share` of their busy time waiting on
+ * windows; rtt their round trip).  A level's time is the fastest of its samples.  From the class's
+ * first level, when its lanes had room in their windows, the lanes halve while that costs less than
+ * AUTO_GAIN; otherwise they double while that cuts the time by AUTO_GAIN; when the lanes mostly
+ * waited on their windows and the message took `rounds` round trips, the next level is the one that
+ * would carry it in about one (a power of two, at least twice the lanes).  The first level that
+ * does not help sends the class back to the one before.  A settled class's timed message (one in
  * BURST_REPROBE) probes twice its lanes when they still waited on windows.
  */
-static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t, double share,
-                         double rtt, uint32_t retrans, double queue)
+static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t,
+                         const tcp_chrono_t *c)
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int cls = bs->cls, n = bs->n;
+    const double rtt = c->rtt;
     tcp_burst_t *b = &p->bc[cls];
-    double rounds;
+    double rounds, share = c->busy > 0 ? (double)c->limit / (double)c->busy : 0;
     int next;
 
     MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
               "round trips, %.0f%% of the lanes' time waiting on windows, %u retransmissions, "
               "round trip %.2fx the least)",
-              peer, class_kib(cls), n, t * 1e3, t / rtt, share * 100, retrans, queue);
+              peer, class_kib(cls), n, t * 1e3, t / rtt, share * 100, c->retrans, c->queue);
     if (b->settled) {
         b->since = 0;
         if (share < BURST_LIMITED || lanes_top(p, n))
@@ -786,9 +793,9 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         b->retrans = 0;
         b->segs = 0;
     }
-    b->lost += retrans > 0;
-    b->retrans += retrans;
-    b->segs += (double)bs->bytes / lane_mss(p->out[0].fd);
+    b->lost += c->retrans > 0;
+    b->retrans += c->retrans;
+    b->segs += (double)bs->bytes / c->mss;
     b->sampled += t;
     b->times[b->nsamples] = t;
     if (++b->nsamples < BURST_SAMPLES ||
@@ -972,8 +979,10 @@ void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
     p->bs = (tcp_sample_t){.on = 1, .cls = cls, .n = n, .bytes = bytes};
     p->bs.t0 = p->bs.looked = p->bs.polled = s->tcp->lone_at = mln_stripe_now();
     {
-        double rtt;
-        lanes_chrono(p, n, &p->bs.busy0, &p->bs.limit0, &rtt, &p->bs.retrans0);
+        const tcp_chrono_t c = lanes_chrono(p, n);
+        p->bs.busy0 = c.busy;
+        p->bs.limit0 = c.limit;
+        p->bs.retrans0 = c.retrans;
     }
 }
 
@@ -984,9 +993,7 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
     tcp_peer_t *p = &s->tcp->peers[peer];
     tcp_sample_t *bs = &p->bs;
     const double gap = now - bs->looked;
-    uint64_t busy, limit;
-    uint32_t retrans;
-    double rtt, t;
+    tcp_chrono_t c;
 
     bs->looked = now;
     if (sending || now - bs->polled < BURST_POLL_S)
@@ -1001,12 +1008,11 @@ static void burst_step(mln_stripe_t *s, int peer, double now, int sending)
                   peer, gap * 1e3);
         return;
     }
-    t = now - bs->t0;
-    lanes_chrono(p, bs->n, &busy, &limit, &rtt, &retrans);
-    busy -= bs->busy0;
-    limit -= bs->limit0;
-    burst_decide(s, peer, bs, t, busy > 0 ? (double)limit / (double)busy : 0, rtt,
-                 retrans - bs->retrans0, lanes_info(p, bs->n).queue);
+    c = lanes_chrono(p, bs->n);
+    c.busy -= bs->busy0;
+    c.limit -= bs->limit0;
+    c.retrans -= bs->retrans0;
+    burst_decide(s, peer, bs, now - bs->t0, &c);
 }
 
 /* 1 while a lone message may be being timed: auto on, one started within BURST_LONE_S. */
