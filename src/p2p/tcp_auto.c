@@ -910,21 +910,6 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     burst_level(s, peer, b, next);
 }
 
-/* The level a new class cls starts from: the streaming level, or more where a smaller class
- * settled on more.  A larger lone message gains at least as much from each lane as a smaller one
- * (each lane's share is larger; the price of more lanes, their first flights, is paid once per
- * message): on wan-lossy the 1 MiB class settles on 32-64 lanes, where a ping-pong's pong side,
- * which never streams, kept 4 for its first 64 MiB messages (4.1 s each, 0.94 s on 64). */
-static int class_first(const tcp_peer_t *p, int cls)
-{
-    int level = p->active;
-
-    for (int c = 0; c < cls; c++)
-        if (p->bc[c].settled && p->bc[c].level > level)
-            level = p->bc[c].level;
-    return level;
-}
-
 void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
 {
     tcp_peer_t *p;
@@ -955,7 +940,7 @@ void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
     cls = burst_class(bytes);
     b = &p->bc[cls];
     if (b->level == 0) {
-        burst_level(s, peer_world, b, class_first(p, cls));
+        burst_level(s, peer_world, b, p->active);
         b->first = b->level;
     }
     n = b->level < p->nup ? b->level : p->nup;
