@@ -76,6 +76,17 @@ def test_grid_command_each_site_its_own_mpi4py(tmp_path: Path) -> None:
     assert "--no-layer" in argv and argv[-2:] == ["--mln-skip", str(tmp_path / "skip")]
 
 
+def test_launcher_failed_reads_the_part_log(tmp_path: Path) -> None:
+    # the one launcher failure a part is run again for: Open MPI's PMIx listener (a CI run of the
+    # grid's mixed pair ran no test: "[a] The PMIx server's listener thread failed to start")
+    log = tmp_path / "log"
+    assert not mg.launcher_failed(log)  # no log: no such failure
+    log.write_text("[b] multilane grid: gateway 0 of site b lost (closed by the peer)\n")
+    assert not mg.launcher_failed(log)
+    log.write_text(f"[a] {mg.PMIX_FLAKE}. We cannot\n[a] continue.\n")
+    assert mg.launcher_failed(log)
+
+
 def test_exception_line_and_mpi4py_call() -> None:
     assert mg.exception_line(TRACEBACK).startswith("mpi4py.MPI.Exception: MPI_ERR_UNSUPP")
     assert mg.mpi4py_call(TRACEBACK) == "Create_intercomm"
