@@ -164,12 +164,37 @@ int mln_tcp_auto_first(const mln_stripe_t *s)
     return s->cfg->stripe_lanes > 0 || cap < AUTO_FIRST ? cap : AUTO_FIRST;
 }
 
+/* The lanes' round trips, gathered lane by lane: the largest smoothed one (s), and the mean one
+ * over the least (queue: 1 with no standing queue, 0 when unknown). */
+typedef struct tcp_rtts {
+    double rtt, srtt, least;
+    int timed;
+} tcp_rtts_t;
+
+static void rtts_add(tcp_rtts_t *r, const struct tcp_info *ti)
+{
+    if (ti->tcpi_rtt / 1e6 > r->rtt)
+        r->rtt = ti->tcpi_rtt / 1e6;
+    if (ti->tcpi_rtt > 0 && ti->tcpi_min_rtt > 0) {
+        r->srtt += ti->tcpi_rtt;
+        if (r->least == 0 || ti->tcpi_min_rtt < r->least)
+            r->least = ti->tcpi_min_rtt;
+        r->timed++;
+    }
+}
+
+/* The largest round trip (AUTO_DEFAULT_RTT when none is known yet); *queue as above. */
+static double rtts_end(const tcp_rtts_t *r, double *queue)
+{
+    *queue = r->timed ? r->srtt / r->timed / r->least : 0;
+    return r->rtt > 0 ? r->rtt : AUTO_DEFAULT_RTT;
+}
+
 /* Lanes [0, n)'s TCP_INFO (tcp_lanes_info_t). */
 static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
 {
     tcp_lanes_info_t l = {0};
-    double srtt = 0, least = 0;
-    int timed = 0;
+    tcp_rtts_t r = {0};
 
     for (int i = 0; i < n; i++) {
         struct tcp_info ti;
@@ -181,18 +206,9 @@ static tcp_lanes_info_t lanes_info(const tcp_peer_t *p, int n)
         l.retrans += ti.tcpi_total_retrans;
         l.segs += ti.tcpi_segs_out;
         l.app_limited += ti.tcpi_delivery_rate_app_limited;
-        if (ti.tcpi_rtt / 1e6 > l.rtt)
-            l.rtt = ti.tcpi_rtt / 1e6;
-        if (ti.tcpi_rtt > 0 && ti.tcpi_min_rtt > 0) {
-            srtt += ti.tcpi_rtt;
-            if (least == 0 || ti.tcpi_min_rtt < least)
-                least = ti.tcpi_min_rtt;
-            timed++;
-        }
+        rtts_add(&r, &ti);
     }
-    if (l.rtt <= 0)
-        l.rtt = AUTO_DEFAULT_RTT;
-    l.queue = timed ? srtt / timed / least : 0;
+    l.rtt = rtts_end(&r, &l.queue);
     return l;
 }
 
@@ -643,8 +659,7 @@ typedef struct tcp_chrono {
 static tcp_chrono_t lanes_chrono(const tcp_peer_t *p, int n)
 {
     tcp_chrono_t c = {.mss = 1448};
-    double srtt = 0, least = 0;
-    int timed = 0;
+    tcp_rtts_t r = {0};
 
     for (int i = 0; i < n; i++) {
         struct tcp_info ti;
@@ -655,20 +670,11 @@ static tcp_chrono_t lanes_chrono(const tcp_peer_t *p, int n)
         c.busy += ti.tcpi_busy_time;
         c.limit += ti.tcpi_rwnd_limited + ti.tcpi_sndbuf_limited;
         c.retrans += ti.tcpi_total_retrans;
-        if (ti.tcpi_rtt / 1e6 > c.rtt)
-            c.rtt = ti.tcpi_rtt / 1e6;
-        if (ti.tcpi_rtt > 0 && ti.tcpi_min_rtt > 0) {
-            srtt += ti.tcpi_rtt;
-            if (least == 0 || ti.tcpi_min_rtt < least)
-                least = ti.tcpi_min_rtt;
-            timed++;
-        }
+        rtts_add(&r, &ti);
         if (i == 0 && ti.tcpi_snd_mss > 0)
             c.mss = ti.tcpi_snd_mss;
     }
-    if (c.rtt <= 0)
-        c.rtt = AUTO_DEFAULT_RTT;
-    c.queue = timed ? srtt / timed / least : 0;
+    c.rtt = rtts_end(&r, &c.queue);
     return c;
 }
 
