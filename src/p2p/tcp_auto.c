@@ -44,6 +44,10 @@
  * stream; wan-perflow, where 4 lanes at 100 Mbit/s each won over 8 during 1 MiB bursts, then
  * carried a 10 MiB stream at 4 x 100), measured whole under the new traffic: a probe of twice
  * the lanes against the one interval that rose, which straddles the change, won by the change.
+ * (At MLN_STRIPE_LANES_MAX, where there is no level above to try, the rise only becomes the rate
+ * to rise from.)  A settled level whose loss-bound lanes, losing the path's own share with no
+ * queue, carry under 1/AUTO_FALL of the rate it settled at was measured on a transient (new lanes'
+ * slow start read high): the search starts again from it too.
  * When its lanes are window-bound (the rate at least AUTO_WINDOW of level x window / round trip:
  * every lane carries all its window allows, so the path may have room), it probes twice the lanes
  * after AUTO_REPROBE_S seconds of measured traffic (the path may have freed up), kept if they raise
@@ -129,7 +133,8 @@
 #define AUTO_WARM_RTTS 4.0    /* round trips a new level runs before it is measured */
 #define AUTO_WARM_MAX_RTTS 32.0 /* or longer, up to this, until its lanes left slow start */
 #define AUTO_WARM_LOOK_S 0.01   /* and looks whether they did no more often */
-#define AUTO_QUEUE 1.25         /* lanes' round trip this much over the path's least: a queue */
+#define AUTO_QUEUE 1.2          /* lanes' round trip this much over the path's least: a queue */
+#define AUTO_FALL 2.0           /* a settled level's rate fell this many times: a transient */
 #define AUTO_SAMPLE_RTTS 4.0    /* round trips per measured interval */
 #define AUTO_SAMPLES 3          /* intervals per level */
 #define AUTO_MIN_S 0.1          /* no interval is shorter (loopback, a LAN) */
@@ -425,8 +430,10 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     const int no_gain = prev != 0 && rate < p->a.prev_rate * AUTO_GAIN;
     int next;
 
-    MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions in %u segments%s",
-              peer, level, rate * 8e-6, p->a.retrans, p->a.segs, prev ? "" : " (first level)");
+    MLN_DEBUG("tcp auto: world rank %d, %d lanes: %.0f Mbit/s, %u retransmissions in %u segments, "
+              "round trip %.2fx the least%s",
+              peer, level, rate * 8e-6, p->a.retrans, p->a.segs, p->a.queue,
+              prev ? "" : " (first level)");
     if (p->a.mid) { /* between a level with room and four times it, which filled the link */
         p->a.mid = 0;
         if (rate >= p->a.prev_rate)
@@ -485,7 +492,8 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
                   peer, level, prev);
         p->a.loss_base = prev;
         p->a.loss_base_rate = p->a.prev_rate;
-        path_loss_seen(p, peer);
+        if (no_queue(p->a.queue)) /* with a queue, the losses may be its overflow */
+            path_loss_seen(p, peer);
     } else if (no_gain) { /* no better than the level before */
         settle(s, peer, prev, p->a.prev_rate,
                rate < p->a.prev_rate && p->a.retrans > 0
@@ -547,6 +555,57 @@ static void search_again(mln_stripe_t *s, int peer, double now)
     level_set(s, peer, p->a.level, now);
 }
 
+/* A settled level's interval of `span` seconds, measured at `rate`, its lanes as `l` says: the
+ * level stays, or the search starts again (the traffic changed, or the level settled on a
+ * transient), or the lanes are probed (twice as many) or cut (half as many). */
+static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
+                         const tcp_lanes_info_t *l, double now)
+{
+    tcp_peer_t *p = &s->tcp->peers[peer];
+    const int loss_bound = 2 * l->app_limited <= l->n;
+
+    p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
+    p->a.nsamples = 1;
+    p->a.settled_busy += span;
+    p->a.settled_n++;
+    if (rate > AUTO_GAIN * p->a.settle_rate && lanes_top(p, p->a.level)) {
+        /* no more lanes to try: the new rate is the one to rise from */
+        p->a.settle_rate = rate;
+    } else if (rate > AUTO_GAIN * p->a.settle_rate) {
+        /* the program's traffic changed (a stream after bursts too short for more lanes to pay):
+         * the search starts again from the level */
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when settled)",
+                  peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
+        p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
+        search_again(s, peer, now);
+    } else if (p->a.settled_n >= AUTO_SAMPLES && AUTO_FALL * p->a.rate < p->a.settle_rate &&
+               p->a.retrans > 0 && p->a.retrans <= AUTO_LOSS_RANDOM * p->a.segs &&
+               no_queue(l->queue) && loss_bound) {
+        /* loss-bound lanes with no queue (the path's own loss) now carry under half the rate
+         * the level settled at: it was measured on a transient (wan-lossy, MPICH: new lanes'
+         * slow start read 4 lanes at 438 Mbit/s, 8 at 413, both losing 2%; settled on 4, they
+         * then streamed at 150-170), and the rates the search compared were not the path's */
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s, under half the %.0f "
+                  "they settled at, losing %u of %u segments with no queue: searched again",
+                  peer, p->a.level, p->a.rate * 8e-6, p->a.settle_rate * 8e-6, p->a.retrans,
+                  p->a.segs);
+        p->a.settle_rate = p->a.rate;
+        search_again(s, peer, now);
+    } else if (p->a.settled_busy >= AUTO_REPROBE_S)
+        probe(s, peer, now);
+    else if (p->a.settled_n >= AUTO_SAMPLES && !p->a.down_tried && p->a.level > 1 &&
+             p->a.retrans > AUTO_LOSS_QUEUE * p->a.segs && loss_bound) {
+        /* the settled lanes overflow a queue (a short path: cubic fills it at any count): fewer,
+         * while no slower by AUTO_GAIN, cost less (sockets, losses, a lone message's first
+         * flights) */
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes lose %u of %u segments: trying %d", peer,
+                  p->a.level, p->a.retrans, p->a.segs, p->a.level / 2);
+        p->a.down_tried = p->a.down = 1;
+        p->a.down_from_rate = p->a.settle_rate;
+        level_next(s, peer, p->a.rate, p->a.level / 2, now);
+    }
+}
+
 void mln_tcp_auto_step(mln_stripe_t *s, double now)
 {
     mln_tcp_state_t *t = s->tcp;
@@ -562,7 +621,7 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
         tcp_peer_t *p = &t->peers[peer];
         tcp_lanes_info_t l;
         double span, rate, last;
-        int rose;
+        uint32_t retrans, segs;
 
         if (p->state != PEER_UP || p->a.phase == AUTO_OFF)
             continue;
@@ -606,35 +665,16 @@ void mln_tcp_auto_step(mln_stripe_t *s, double now)
             continue;
         }
         rate = (double)(l.acked - p->a.i0.acked) / span;
-        p->a.retrans += l.retrans - p->a.i0.retrans;
-        p->a.segs += l.segs - p->a.i0.segs;
+        retrans = l.retrans - p->a.i0.retrans;
+        segs = l.segs - p->a.i0.segs;
+        p->a.retrans += retrans;
+        p->a.segs += segs;
         interval_from(p, now, l);
         if (p->a.phase == AUTO_SETTLED) {
-            p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
-            p->a.nsamples = 1;
-            p->a.settled_busy += span;
-            /* the program's traffic changed (a stream after bursts too short for more lanes to
-             * pay): the search starts again from the level */
-            rose = rate > AUTO_GAIN * p->a.settle_rate;
-            if (rose) {
-                MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when "
-                          "settled)",
-                          peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
-                p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
-                search_again(s, peer, now);
-            } else if (p->a.settled_busy >= AUTO_REPROBE_S)
-                probe(s, peer, now);
-            else if (++p->a.settled_n >= AUTO_SAMPLES && !p->a.down_tried && p->a.level > 1 &&
-                     p->a.retrans > AUTO_LOSS_QUEUE * p->a.segs && 2 * l.app_limited <= l.n) {
-                /* the settled lanes overflow a queue (a short path: cubic fills it at any count):
-                 * fewer, while no slower by AUTO_GAIN, cost less (sockets, losses, a lone
-                 * message's first flights) */
-                MLN_DEBUG("tcp auto: world rank %d: %d lanes lose %u of %u segments: trying %d",
-                          peer, p->a.level, p->a.retrans, p->a.segs, p->a.level / 2);
-                p->a.down_tried = p->a.down = 1;
-                p->a.down_from_rate = p->a.settle_rate;
-                level_next(s, peer, p->a.rate, p->a.level / 2, now);
-            }
+            MLN_TRACE("tcp auto: world rank %d, settled on %d lanes: %.0f Mbit/s, %u "
+                      "retransmissions in %u segments, round trip %.2fx the least",
+                      peer, p->a.level, rate * 8e-6, retrans, segs, l.queue);
+            settled_step(s, peer, rate, span, &l, now);
             continue;
         }
         p->a.sum += rate;
