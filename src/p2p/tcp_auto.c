@@ -398,11 +398,11 @@ static int lanes_top(const tcp_peer_t *p, int n)
 
 /* The streaming level saw the path's own loss: lanes lost segments with no queue, or twice the
  * lanes lost no larger share of theirs (loss_is_paths), with no queue either (wan-short: 2 lanes
- * lost 0.26% where 1 lost 0.57%, cubic filling the queue; its 64 MiB class then went to 16).  Lone classes that settled before, without
- * that to go on, search again from their level: their samples lose as the path does, and more
- * lanes as fast are worth keeping there (wan-lossy: the 1 MiB class of the first ping-pong settled
- * on 4 lanes, 4 and 8 alike over their first messages on fresh lanes, and stayed there at 66-77 ms
- * a message, where 32 take 27). */
+ * lost 0.26% where 1 lost 0.57%, cubic filling the queue; its 64 MiB class then went to 16).  Lone
+ * classes that settled before, without that to go on, search again from their level: their samples
+ * lose as the path does, and more lanes as fast are worth keeping there (wan-lossy: the 1 MiB class
+ * of the first ping-pong settled on 4 lanes, 4 and 8 alike over their first messages on fresh
+ * lanes, and stayed there at 66-77 ms a message, where 32 take 27). */
 static void path_loss_seen(tcp_peer_t *p, int peer)
 {
     if (p->a.path_loss)
