@@ -152,12 +152,8 @@
 #define BURST_CAPPED 1.3  /* half the lanes this much slower: each lane's rate is capped */
 #define BURST_SAMPLES 3   /* lone messages timed per level at least */
 /* and more, up to BURST_SAMPLES_MAX, until they took BURST_SAMPLED_S: cheap samples (a short
- * path), where noise weighs more; but a ping-pong's search is paid by its own messages (wan-short,
- * MPICH: 6, 8 and 5 samples at 4, 2 and 1 lanes while they took 0.1 s, 19 of the run's 27
- * messages, the median repetition one of the search's) */
-#define BURST_SAMPLED_S 0.05
-/* a first level's samples this cheap (BURST_SAMPLES of them) make a try of fewer lanes worth it */
-#define BURST_CHEAP_S 0.1
+ * path), where noise weighs more */
+#define BURST_SAMPLED_S 0.1
 #define BURST_SAMPLES_MAX TCP_BURST_SAMPLES_MAX
 /* lanes that carried less than BURST_ROOM of their windows per round trip had room */
 #define BURST_ROOM 0.5
@@ -899,7 +895,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     }
     if (b->prev == 0 && n == b->first && n > 1 && !b->room && share < BURST_LIMITED &&
         (double)bs->bytes / (n * (t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd) &&
-        t * BURST_SAMPLES < BURST_CHEAP_S) {
+        t * BURST_SAMPLES < BURST_SAMPLED_S) {
         /* the first level's lanes did not wait on their windows, and each carried much less
          * than its window per round trip: fewer may carry the message as fast (wan-short: one
          * lane fills the link), and cost less; tried first where the messages are cheap to time
