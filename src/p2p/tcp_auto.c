@@ -564,15 +564,16 @@ static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int loss_bound = 2 * l->app_limited <= l->n;
+    const int rose = rate > AUTO_GAIN * p->a.settle_rate;
 
     p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
     p->a.nsamples = 1;
     p->a.settled_busy += span;
     p->a.settled_n++;
-    if (rate > AUTO_GAIN * p->a.settle_rate && lanes_top(p, p->a.level)) {
+    if (rose && lanes_top(p, p->a.level)) {
         /* no more lanes to try: the new rate is the one to rise from */
         p->a.settle_rate = rate;
-    } else if (rate > AUTO_GAIN * p->a.settle_rate) {
+    } else if (rose) {
         /* the program's traffic changed (a stream after bursts too short for more lanes to pay):
          * the search starts again from the level */
         MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when settled)",
