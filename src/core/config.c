@@ -93,8 +93,9 @@ static const mln_tunable_t mln_config_table[] = {
     {.env = "MLN_STRIPE_NOTSENT",
      .type = MLN_TUNABLE_SIZE,
      .default_value = "256K",
-     .help = "TCP_NOTSENT_LOWAT of tcp lanes: at most about this many unsent bytes wait in a "
-             "lane's kernel buffer, so that chunks go to the lanes that drain; 0 = no limit",
+     .help = "unsent bytes the kernel may hold for one peer, split over the tcp lanes that take "
+             "its chunks (TCP_NOTSENT_LOWAT, at least 16K a lane), so that chunks go to the lanes "
+             "that drain; 0 = no limit",
      MLN_TUNABLE_FIELD(mln_config_t, stripe_notsent),
      .min = 0,
      .max = 1073741824},

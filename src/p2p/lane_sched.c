@@ -9,9 +9,10 @@
 
 #include <string.h>
 
-uint64_t mln_sched_chunk(uint64_t total, int lanes, uint64_t min, uint64_t max)
+uint64_t mln_sched_chunk(uint64_t total, int lanes, int per_lane, uint64_t min, uint64_t max)
 {
-    uint64_t chunk = total / ((uint64_t)(lanes > 0 ? lanes : 1) * 4u);
+    uint64_t chunk =
+        total / ((uint64_t)(lanes > 0 ? lanes : 1) * (uint64_t)(per_lane > 0 ? per_lane : 1));
 
     if (chunk > max)
         chunk = max;

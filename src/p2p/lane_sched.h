@@ -3,9 +3,10 @@
  * striped point-to-point (stripe.c: the chunk size; lane_tcp.c: which lane takes the next
  * chunk) and the relays (src/relay/relay_rank.c: a large message over every trunk).  No MPI.
  *
- *   chunk   n / (4 lanes), within [min, max]: about four chunks per lane, so that a slow lane
- *           gets fewer of them instead of setting the pace, and none too small to be worth a
- *           frame
+ *   chunk   n / (k lanes), within [min, max]: about k chunks per lane, so that a slow lane
+ *           gets fewer of them instead of setting the pace, and the lanes end a message within
+ *           a chunk's time of each other (a k-th of a lane's share), none too small to be worth
+ *           a frame
  *   pick    the lane with the least queued bytes among those with fewer than `depth` chunks
  *           queued (on a tie the first from a given lane on): dynamic, not NCCL's static
  *           equal split
@@ -16,9 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Payload bytes per chunk of a message of `total` bytes over `lanes` lanes: total / (4 lanes)
- * capped at max, then raised to min (min wins when min > max). */
-uint64_t mln_sched_chunk(uint64_t total, int lanes, uint64_t min, uint64_t max);
+/* Payload bytes per chunk of a message of `total` bytes over `lanes` lanes, about `per_lane`
+ * chunks each: total / (per_lane x lanes) capped at max, then raised to min (min wins when
+ * min > max). */
+uint64_t mln_sched_chunk(uint64_t total, int lanes, int per_lane, uint64_t min, uint64_t max);
 
 /* The lane to take the next chunk: index of the one with the least queued bytes among the n
  * lanes with fewer than `depth` chunks queued, the first on a tie counting from lane `start`

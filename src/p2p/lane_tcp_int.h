@@ -18,12 +18,13 @@
 #define TCP_END_MAGIC 0x4d4c4e45u   /* "MLNE": no more frames of this message on this lane */
 #define TCP_MAX_ADDRS 4
 #define TCP_CONNECT_TIMEOUT_S 10.0
-#define TCP_HELLO_TIMEOUT_S 5.0    /* an accepted connection must finish its handshake by then */
-#define TCP_MAX_PENDING 64         /* accepted connections waiting for their hello */
-#define TCP_HOUSEKEEPING_S 0.1     /* idle: listener and hello deadlines looked at this often */
-#define TCP_EVIDENCE_PERIOD_S 1.0  /* busy: each peer's TCP_INFO looked at, at most this seldom */
-#define TCP_UNANSWERED 3           /* transmissions unanswered in a row: the peer's host is gone */
-#define TCP_READ_BUDGET (8u << 20) /* bytes read from one socket per pass */
+#define TCP_HELLO_TIMEOUT_S 5.0     /* an accepted connection must finish its handshake by then */
+#define TCP_MAX_PENDING 64          /* accepted connections waiting for their hello */
+#define TCP_HOUSEKEEPING_S 0.1      /* idle: listener and hello deadlines looked at this often */
+#define TCP_EVIDENCE_PERIOD_S 1.0   /* busy: each peer's TCP_INFO looked at, at most this seldom */
+#define TCP_UNANSWERED 3            /* transmissions unanswered in a row: the peer's host is gone */
+#define TCP_READ_BUDGET (8u << 20)  /* bytes read from one socket per pass */
+#define TCP_NOTSENT_MIN (16u << 10) /* a lane's TCP_NOTSENT_LOWAT at least (lane_tcp.c) */
 
 typedef struct tcp_frame {
     uint32_t magic;
@@ -188,6 +189,7 @@ typedef struct tcp_peer {
     int cap;        /* room in out[]: MLN_STRIPE_LANES, or MLN_STRIPE_LANES_MAX */
     int grow_stop;  /* auto: a lane beyond the first ones failed to open: no more are tried */
     double grow_deadline;
+    int notsent_active, notsent_nup; /* active and nup when the lanes' TCP_NOTSENT_LOWAT was set */
     tcp_auto_t a;
     int burst; /* auto: lanes [0, burst) take the chunks of a lone message (0: active's) */
     tcp_burst_t bc[BURST_CLASSES];

@@ -294,7 +294,7 @@ mln_status_t mln_relay_isend(mln_relay_t *r, int dst, uint32_t context, int tag,
         uint64_t max = r->window / (4u * (uint64_t)r->trunks);
 
         max = max < min ? min : max > r->chunk ? r->chunk : max;
-        s->chunk = mln_sched_chunk(n, r->trunks, min, max);
+        s->chunk = mln_sched_chunk(n, r->trunks, 4, min, max);
     }
     /* every live send, for mln_relay_close; the pair's queue; the sync list */
     s->all_next = r->sends;
