@@ -442,5 +442,7 @@ int mln_tcp_auto_watching(const mln_stripe_t *s);
 int mln_tcp_lanes_open(const mln_stripe_t *s, int peer_world);
 /* For tests: payload bytes written so far on our tcp lane `lane` to peer (0 if not up). */
 uint64_t mln_tcp_lane_written(const mln_stripe_t *s, int peer_world, int lane);
+/* For tests: the kernel's TCP_NOTSENT_LOWAT on our tcp lane `lane` to peer (-1 if not up). */
+int mln_tcp_lane_notsent(const mln_stripe_t *s, int peer_world, int lane);
 
 #endif /* MLN_STRIPE_INT_H */

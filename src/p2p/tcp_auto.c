@@ -1108,3 +1108,15 @@ uint64_t mln_tcp_lane_written(const mln_stripe_t *s, int peer_world, int lane)
 
     return p && lane >= 0 && lane < p->nup ? p->out[lane].written : 0;
 }
+
+int mln_tcp_lane_notsent(const mln_stripe_t *s, int peer_world, int lane)
+{
+    const tcp_peer_t *p = peer_up(s, peer_world);
+    int value = -1;
+    socklen_t len = sizeof(value);
+
+    if (p == NULL || lane < 0 || lane >= p->nup ||
+        getsockopt(p->out[lane].fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &len) == -1)
+        return -1;
+    return value;
+}

@@ -376,8 +376,9 @@ static void t_lone(tctx_t *t)
 }
 
 /* Chunk size and lane count together (issue 20): one message of 1 MiB each way at a time on a
- * fixed --lanes N (32 and 64 in the testlist: chunks of 32 and 16 KiB); every lane to the
- * partner must have carried payload bytes of each message, and every byte is checked. */
+ * fixed --lanes N (4, 32 and 64 in the testlist: chunks of 64, 32 and 16 KiB); every lane to the
+ * partner must have carried payload bytes of each message, and every byte is checked.  Then each
+ * lane's TCP_NOTSENT_LOWAT: MLN_STRIPE_NOTSENT split over the N lanes, at least 16 KiB. */
 static void t_spread(tctx_t *t)
 {
     enum { ROUNDS = 4 };
@@ -419,9 +420,21 @@ static void t_spread(tctx_t *t)
                  (long long)n, lanes, open, idle);
         MPI_Barrier(t->comm);
     }
+    /* MLN_STRIPE_NOTSENT (256K by default) is the peer's, split over its lanes: 64K each of 4,
+     * 16K (the least) each of 32 */
+    for (int i = 0; t->ok && i < lanes; i++) {
+        const int total = (int)mln_stripe_engine()->cfg->stripe_notsent;
+        const int want = total / lanes > 16384 ? total / lanes : total < 16384 ? total : 16384;
+        const int got = mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, i);
+        if (got != want)
+            fail(t, "spread: lane %d of %d has TCP_NOTSENT_LOWAT %d, expected %d", i, lanes, got,
+                 want);
+    }
     if (t->ok && t->rank == 0)
-        printf("# spread: %d messages of %lld bytes, every one on all %d lanes\n", ROUNDS,
-               (long long)n, lanes);
+        printf("# spread: %d messages of %lld bytes, every one on all %d lanes (%d unsent bytes "
+               "a lane at most)\n",
+               ROUNDS, (long long)n, lanes,
+               mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, 0));
     free(out);
     free(in);
     free(before);
