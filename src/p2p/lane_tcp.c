@@ -577,8 +577,7 @@ static void lanes_notsent(const mln_stripe_t *s, tcp_peer_t *p)
         each = total < TCP_NOTSENT_MIN ? total : TCP_NOTSENT_MIN;
     value = each > INT_MAX ? INT_MAX : (int)each;
     for (int i = 0; i < p->nup; i++)
-        if (setsockopt(p->out[i].fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, sizeof(value)) == -1)
-            MLN_DEBUG("tcp: TCP_NOTSENT_LOWAT %d refused: %s", value, strerror(errno));
+        mln_tcp_notsent_set(p->out[i].fd, value);
     p->notsent_active = p->active;
     p->notsent_nup = p->nup;
 }

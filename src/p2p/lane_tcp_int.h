@@ -261,6 +261,8 @@ struct mln_tcp_state {
 
 /* tcp_conn.c */
 mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd);
+/* A lane's TCP_NOTSENT_LOWAT (a refusal is logged at debug level: the lane stays as it was). */
+void mln_tcp_notsent_set(int fd, int value);
 void mln_tcp_mute(tcp_out_t *o, int peer);
 /* Starts opening the lanes to peer (without blocking); 0 once they failed for good. */
 int mln_tcp_ready(mln_stripe_t *s, int peer);

@@ -50,6 +50,13 @@
 
 /* ---- sockets ----------------------------------------------------------------------------- */
 
+void mln_tcp_notsent_set(int fd, int value)
+{
+    /* a kernel without the option (before 3.12) leaves the lane as it was */
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, sizeof(value)) == -1)
+        MLN_DEBUG("tcp: TCP_NOTSENT_LOWAT %d refused: %s", value, strerror(errno));
+}
+
 mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
 {
     mln_status_t st = MLN_OK;
@@ -70,11 +77,11 @@ mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), st, out);
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)), st, out);
     MLN_SYS_CHECK(setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count)), st, out);
-    /* chunks wait in our queues, not the kernel's (docs/STRIPE.md "Dynamic scheduling"); a
-     * kernel without the option (before 3.12) leaves the lanes as they were */
-    if (notsent > 0 &&
-        setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &notsent, sizeof(notsent)) == -1)
-        MLN_DEBUG("tcp: TCP_NOTSENT_LOWAT %d refused: %s", notsent, strerror(errno));
+    /* chunks wait in our queues, not the kernel's (docs/STRIPE.md "Dynamic scheduling"): a new
+     * lane starts at the least share, and the engine gives it its share of MLN_STRIPE_NOTSENT
+     * once it carries chunks (lane_tcp.c lanes_notsent) */
+    if (notsent > 0)
+        mln_tcp_notsent_set(fd, notsent < (int)TCP_NOTSENT_MIN ? notsent : (int)TCP_NOTSENT_MIN);
     if (size > 0) {
         MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), st, out);
         MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)), st, out);
