@@ -28,7 +28,6 @@
 #include "lane_sched.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -566,16 +565,10 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
  */
 static void lanes_notsent(const mln_stripe_t *s, tcp_peer_t *p)
 {
-    const uint64_t total = s->cfg->stripe_notsent;
-    uint64_t each;
-    int value;
+    const int value = mln_tcp_notsent_share(s, p->active);
 
-    if (total == 0 || (p->notsent_active == p->active && p->notsent_nup == p->nup))
+    if (value == 0 || (p->notsent_active == p->active && p->notsent_nup == p->nup))
         return;
-    each = total / (uint64_t)(p->active > 0 ? p->active : 1);
-    if (each < TCP_NOTSENT_MIN)
-        each = total < TCP_NOTSENT_MIN ? total : TCP_NOTSENT_MIN;
-    value = each > INT_MAX ? INT_MAX : (int)each;
     for (int i = 0; i < p->nup; i++)
         mln_tcp_notsent_set(p->out[i].fd, value);
     p->notsent_active = p->active;

@@ -261,7 +261,10 @@ struct mln_tcp_state {
 
 /* tcp_conn.c */
 mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd);
-/* A lane's TCP_NOTSENT_LOWAT (a refusal is logged at debug level: the lane stays as it was). */
+/* A lane's TCP_NOTSENT_LOWAT when `lanes` take a peer's chunks: MLN_STRIPE_NOTSENT split over
+ * them, at least TCP_NOTSENT_MIN (all of it when smaller); 0: MLN_STRIPE_NOTSENT=0, no limit. */
+int mln_tcp_notsent_share(const mln_stripe_t *s, int lanes);
+/* Sets it (a refusal is logged at debug level: the lane stays as it was). */
 void mln_tcp_notsent_set(int fd, int value);
 void mln_tcp_mute(tcp_out_t *o, int peer);
 /* Starts opening the lanes to peer (without blocking); 0 once they failed for good. */

@@ -38,6 +38,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <linux/filter.h>
+#include <limits.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -50,6 +51,16 @@
 
 /* ---- sockets ----------------------------------------------------------------------------- */
 
+int mln_tcp_notsent_share(const mln_stripe_t *s, int lanes)
+{
+    const uint64_t total = s->cfg->stripe_notsent; /* at most 1 GiB (config.c) */
+    uint64_t each = total / (uint64_t)(lanes > 0 ? lanes : 1);
+
+    if (each < TCP_NOTSENT_MIN)
+        each = total < TCP_NOTSENT_MIN ? total : TCP_NOTSENT_MIN;
+    return (int)each;
+}
+
 void mln_tcp_notsent_set(int fd, int value)
 {
     /* a kernel without the option (before 3.12) leaves the lane as it was */
@@ -61,7 +72,7 @@ mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
 {
     mln_status_t st = MLN_OK;
     const int timeout = (int)s->cfg->stripe_timeout, one = 1, size = (int)s->cfg->stripe_sockbuf;
-    const int notsent = (int)s->cfg->stripe_notsent;
+    const int notsent = mln_tcp_notsent_share(s, INT_MAX); /* a new lane: the least share */
     /* keepalive: 3 probes over the second half of the timeout, after an idle first half, so
      * that a silent peer's lanes end by the timeout (whole seconds: at least 1 s each) */
     const int count = 3;
@@ -81,7 +92,7 @@ mln_status_t mln_tcp_tune(const mln_stripe_t *s, int fd)
      * lane starts at the least share, and the engine gives it its share of MLN_STRIPE_NOTSENT
      * once it carries chunks (lane_tcp.c lanes_notsent) */
     if (notsent > 0)
-        mln_tcp_notsent_set(fd, notsent < (int)TCP_NOTSENT_MIN ? notsent : (int)TCP_NOTSENT_MIN);
+        mln_tcp_notsent_set(fd, notsent);
     if (size > 0) {
         MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), st, out);
         MLN_SYS_CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)), st, out);
