@@ -144,18 +144,29 @@ typedef struct tcp_auto {
 
 #define TCP_BURST_SAMPLES_MAX 8 /* lone messages timed per level at most */
 
+/* A level of a lone class, as measured: its lanes, its time (the fastest of its samples, or their
+ * median where one lost segments), their median, and whether one lost segments. */
+typedef struct tcp_burst_level {
+    int n;      /* lanes (0: none) */
+    double t;   /* s */
+    double med; /* s */
+    int lost;
+} tcp_burst_level_t;
+
 typedef struct tcp_burst {
-    int level;     /* lanes for the class (0: no message of it yet) */
-    int first;     /* its first level (the streaming level then) */
-    int down;      /* 1 while fewer lanes than the first are tried */
-    int prev;      /* the level sampled before (0: none) */
-    double prev_t; /* its time (s) */
+    int level;              /* lanes for the class (0: no message of it yet) */
+    int first;              /* its first level (the streaming level then) */
+    int down;               /* 1 while fewer lanes than the first are tried */
+    tcp_burst_level_t prev; /* the level sampled before (n 0: none) */
+    tcp_burst_level_t base; /* while `twice`: the level before the first of two doublings */
+    int twice;              /* the second of two doublings is being measured */
     int settled;
-    int since;         /* messages at the settled level (one in BURST_REPROBE is timed) */
-    int nsamples;      /* of the level being measured */
-    double sampled;    /* the sum of their times (s) */
-    double best;       /* their fastest time (s) */
-    double best_share; /* its share of time waiting on windows */
+    int since;          /* messages at the settled level (one in BURST_REPROBE is timed) */
+    int nsamples;       /* of the level being measured */
+    double sampled;     /* the sum of their times (s) */
+    double best;        /* their fastest time (s) */
+    double best_share;  /* its share of time waiting on windows */
+    double best_rounds; /* and its round trips */
     double times[TCP_BURST_SAMPLES_MAX]; /* their times (s) */
     int lost;                            /* how many of them lost segments (retransmitted) */
     uint32_t retrans;                    /* their retransmissions, summed */

@@ -70,9 +70,12 @@
  * fastest of BURST_SAMPLES (more, up to BURST_SAMPLES_MAX, on a short path, where they are cheap
  * and noise weighs more), or their median where any of them retransmitted (on a lossy path a loss
  * is part of a message's time, and the fastest sample, one that lost nothing, hides what the lane
- * count costs the others).  Where the samples lost at most AUTO_LOSS_RANDOM of their segments and
+ * count costs the others); two levels of which one lost segments and the other did not are
+ * compared by their medians.  Where the samples lost at most AUTO_LOSS_RANDOM of their segments and
  * the streaming level saw the path's own loss (segments lost with no queue: a lone message's burst
- * makes a queue of its own, so its samples cannot tell), the class goes up in steps of four and
+ * makes a queue of its own, so its round trips cannot tell), or two messages or more of few flights
+ * (at most BURST_FLIGHTS_MAX round trips) each lost a few (a burst that overflows a queue loses a
+ * run of segments in one message), the class goes up in steps of four and
  * keeps more lanes while their fastest sample is no slower by AUTO_GAIN (the losses fall at random
  * whatever the count; each lane's share crosses in fewer round trips); a level that was slower is
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
@@ -83,7 +86,10 @@
  * link: the class keeps the streaming level; otherwise (the lanes waited on their windows, or
  * half took BURST_CAPPED as long: a per-flow cap) it doubles while that cuts the time by
  * AUTO_GAIN (by more when the lanes mostly waited on their windows: to the count that carries the
- * message in about one round trip) and settles on the last that did.  A settled class times one
+ * message in about one round trip) and settles on the last that did; a doubling that did not, where
+ * the level's fastest message took BURST_FLIGHTS_MIN to BURST_FLIGHTS_MAX round trips (more lanes
+ * carry it in fewer flights, but one flight less hides in the noise), gets a second, kept if the
+ * two together cut the time by AUTO_GAIN.  A settled class times one
  * message in BURST_REPROBE (the others are not watched) and, when its lanes still wait on windows
  * then, tries twice the lanes.  (Cutting every lone message for a quarter window per lane, without
  * timing, was tried and dropped: on wan-short the burst of 64 lanes' first segments overflowed the
@@ -159,6 +165,11 @@
 #define BURST_ROOM 0.5
 #define BURST_LONE_S 10.0 /* a lone message not drained by then is no longer looked at */
 #define BURST_REPROBE 64  /* messages of a settled class between probes of twice its lanes */
+/* a level whose fastest message took this many round trips or more, and at most
+ * BURST_FLIGHTS_MAX (more: its size, not its flights, sets its time), gets a second doubling when
+ * the first did not cut the time by AUTO_GAIN */
+#define BURST_FLIGHTS_MIN 1.5
+#define BURST_FLIGHTS_MAX 8.0
 
 static void burst_step(mln_stripe_t *s, int peer, double now, int sending);
 
@@ -415,8 +426,8 @@ static void path_loss_seen(tcp_peer_t *p, int peer)
         MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: searched again from %d "
                   "lanes, the path's loss now known",
                   peer, class_kib(c), b->level);
-        b->settled = b->down = b->mid = b->again = 0;
-        b->prev = b->nsamples = 0;
+        b->settled = b->down = b->mid = b->again = b->twice = 0;
+        b->prev.n = b->nsamples = 0;
         b->sampled = 0;
         b->first = b->level;
     }
@@ -764,36 +775,46 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
 {
     tcp_burst_t *b = &p->bc[cls];
 
-    b->room = b->mid = b->again = 0;
+    b->room = b->mid = b->again = b->twice = 0;
     MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
               peer, class_kib(cls), level, t * 1e3, why);
     b->level = level;
-    b->prev = 0;
+    b->prev.n = 0;
     b->down = 0;
     b->settled = 1;
     b->since = 0;
 }
 
-/* A level's time from its samples: the fastest where none lost a segment (the others' extra is
- * the machine's noise: on this 2-core VM one message's time varies by 30%), else the median: on a
- * lossy path a loss is part of a message's time (a lane's tail retransmitted after a round trip
- * or a timeout, sooner where a lane carries more segments), and the fastest sample, a message
- * that lost nothing, hides what the lane count costs in the others (wan-lossy: 4 lanes' fastest
- * 1 MiB as fast as 16 lanes', their median twice as slow). */
-static double level_time(const tcp_burst_t *b)
+/* The level of n lanes from its samples.  Its time: the fastest where none lost a segment (the
+ * others' extra is the machine's noise: on this 2-core VM one message's time varies by 30%), else
+ * the median: on a lossy path a loss is part of a message's time (a lane's tail retransmitted
+ * after a round trip or a timeout, sooner where a lane carries more segments), and the fastest
+ * sample, a message that lost nothing, hides what the lane count costs in the others (wan-lossy:
+ * 4 lanes' fastest 1 MiB as fast as 16 lanes', their median twice as slow). */
+static tcp_burst_level_t level_of(const tcp_burst_t *b, int n)
 {
     double t[BURST_SAMPLES_MAX];
-    const int n = b->nsamples;
+    const int k = b->nsamples;
+    tcp_burst_level_t l = {.n = n, .lost = b->lost > 0};
 
-    if (b->lost == 0)
-        return b->best;
-    for (int i = 0; i < n; i++) { /* insertion sort: 8 samples at most */
+    for (int i = 0; i < k; i++) { /* insertion sort: 8 samples at most */
         int j = i;
         for (; j > 0 && t[j - 1] > b->times[i]; j--)
             t[j] = t[j - 1];
         t[j] = b->times[i];
     }
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    l.med = k % 2 ? t[k / 2] : (t[k / 2 - 1] + t[k / 2]) / 2;
+    l.t = l.lost ? l.med : b->best;
+    return l;
+}
+
+/* Level a's time over level b's, like with like: where one of them lost segments and the other
+ * did not, their medians (the fastest of one against the median of the other chose by how the
+ * losses fell: wan-short, 1 MiB, 1 lane's fastest 15.7 ms against 2 lanes' median 15.6, one lost
+ * a segment, where 2 lanes take 12.8 ms a message and 1 lane 17.7). */
+static double level_ratio(const tcp_burst_level_t *a, const tcp_burst_level_t *b)
+{
+    return a->lost != b->lost ? a->med / b->med : a->t / b->t;
 }
 
 /*
@@ -814,7 +835,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     const int cls = bs->cls, n = bs->n;
     const double rtt = c->rtt;
     tcp_burst_t *b = &p->bc[cls];
-    double rounds, share = c->busy > 0 ? (double)c->limit / (double)c->busy : 0;
+    double vs, rounds, share = c->busy > 0 ? (double)c->limit / (double)c->busy : 0;
+    tcp_burst_level_t cur;
     int next;
 
     MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
@@ -827,14 +849,14 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
             return;
         b->settled = 0;
         b->first = 0; /* a probe goes up only */
-        b->prev = n;
-        b->prev_t = t;
+        b->prev = (tcp_burst_level_t){.n = n, .t = t, .med = t, .lost = c->retrans > 0};
         burst_level(s, peer, b, 2 * n);
         return;
     }
     if (b->nsamples == 0 || t < b->best) {
         b->best = t;
         b->best_share = share;
+        b->best_rounds = t / rtt;
     }
     if (b->nsamples == 0) {
         b->lost = 0;
@@ -849,54 +871,62 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     if (++b->nsamples < BURST_SAMPLES ||
         (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX))
         return;
-    t = level_time(b);
+    cur = level_of(b, n);
     share = b->best_share;
     b->nsamples = 0;
     b->sampled = 0;
-    if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && p->a.path_loss && !b->room) {
-        /* the streaming level saw the path's own loss (segments lost with no queue), which a lone
-         * message's samples cannot tell from a queue's (its burst makes one: wan-lossy's 1 MiB
-         * on 4 lanes, round trip 1.3-1.8x the least; wan-short's 64 MiB on 2 lanes lose 0.5-0.8%
-         * where cubic fills the queue, and more lanes only cost there) */
+    if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && !b->room && !b->down &&
+        (p->a.path_loss || (b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX))) {
+        /* the path's own loss: the streaming level saw it (segments lost with no queue), or the
+         * samples lost a few segments in two messages or more, each of few flights.  A lone
+         * message's round trips cannot tell (its burst makes a queue: wan-lossy's 1 MiB on 4
+         * lanes, round trip 1.3-1.8x the least), but a queue its burst overflows loses a run of
+         * segments in one message (wan-short's 1 MiB on 4 lanes: 16-42 of 117), a random loss a
+         * few spread over the messages (wan-lossy's 1 MiB on 4 lanes: 0-3 of 724 each).  A
+         * message of many flights may lose as few where cubic fills the queue (wan-short's 64
+         * MiB on 2 lanes: 0.5-0.8%, and more lanes only cost there): only the streaming level's
+         * loss counts for it */
         MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes lost %u of "
-                  "about %.0f segments, the path's loss; more lanes are tried while no slower",
-                  peer, class_kib(cls), n, b->retrans, b->segs);
+                  "about %.0f segments (in %d messages), the path's loss; more lanes are tried "
+                  "while no slower",
+                  peer, class_kib(cls), n, b->retrans, b->segs, b->lost);
         b->room = 1;
     }
     if (b->room) /* the losses fall at random, whatever the count: the fastest sample, which lost
                   * least, says what the count itself costs (wan-lossy, 1 MiB: 16 lanes' median
                   * 28-60 ms from one run to the next, its fastest 27-31) */
-        t = b->best;
+        cur.t = b->best;
+    /* this level's time over the one before's */
+    vs = b->prev.n == 0 ? 1 : b->room ? cur.t / b->prev.t : level_ratio(&cur, &b->prev);
     if (b->mid) { /* between a level and four times it, which was slower */
-        if (t <= b->prev_t * AUTO_GAIN)
-            burst_settle(p, peer, cls, n, t, "as fast as fewer lanes, with the path's loss");
+        if (vs <= AUTO_GAIN)
+            burst_settle(p, peer, cls, n, cur.t, "as fast as fewer lanes, with the path's loss");
         else
-            burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes were slower by 10%");
+            burst_settle(p, peer, cls, b->prev.n, b->prev.t, "more lanes were slower by 10%");
         return;
     }
     if (b->down) { /* fewer lanes than the first: kept unless slower by AUTO_GAIN */
-        if (t > b->prev_t * BURST_CAPPED && b->prev == b->first) {
+        if (vs > BURST_CAPPED && b->prev.n == b->first) {
             /* half the first level took BURST_CAPPED as long or more: each lane's rate is
              * capped (a per-flow policer), and more lanes may be faster.  Slower by less is the
              * noise of lanes that share the link (wan-short: 2 lanes 10-30% slower than 4 in some
              * searches, then 8 lanes' bursts overflowed its queue, 28-40 ms against 16) */
             b->down = 0;
             b->first = 0;
-            burst_level(s, peer, b, 2 * b->prev);
-        } else if (t > b->prev_t * AUTO_GAIN)
-            burst_settle(p, peer, cls, b->prev, b->prev_t, "fewer lanes were slower");
+            burst_level(s, peer, b, 2 * b->prev.n);
+        } else if (vs > AUTO_GAIN)
+            burst_settle(p, peer, cls, b->prev.n, b->prev.t, "fewer lanes were slower");
         else if (n <= 1)
-            burst_settle(p, peer, cls, n, t, "one lane");
+            burst_settle(p, peer, cls, n, cur.t, "one lane");
         else {
-            b->prev = n;
-            b->prev_t = t;
+            b->prev = cur;
             burst_level(s, peer, b, n / 2);
         }
         return;
     }
-    if (b->prev == 0 && n == b->first && n > 1 && !b->room && share < BURST_LIMITED &&
-        (double)bs->bytes / (n * (t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd) &&
-        t * BURST_SAMPLES < BURST_SAMPLED_S) {
+    if (b->prev.n == 0 && n == b->first && n > 1 && !b->room && share < BURST_LIMITED &&
+        (double)bs->bytes / (n * (cur.t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd) &&
+        cur.t * BURST_SAMPLES < BURST_SAMPLED_S) {
         /* the first level's lanes did not wait on their windows, and each carried much less
          * than its window per round trip: fewer may carry the message as fast (wan-short: one
          * lane fills the link), and cost less; tried first where the messages are cheap to time
@@ -905,12 +935,11 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                   "window-bound; trying %d",
                   peer, class_kib(cls), n, n / 2);
         b->down = 1;
-        b->prev = n;
-        b->prev_t = t;
+        b->prev = cur;
         burst_level(s, peer, b, n / 2);
         return;
     }
-    if (b->room && b->prev != 0 && t > b->prev_t * AUTO_GAIN) {
+    if (b->room && b->prev.n != 0 && vs > AUTO_GAIN) {
         if (!b->again) {
             /* lanes new to the class start from their initial windows, or were idle past a
              * retransmission timeout and start over (wan-lossy, 1 MiB: 16 lanes 50-53 ms in
@@ -919,42 +948,63 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                       "slower by 10%%: measured again",
                       peer, class_kib(cls), n);
             b->again = 1;
-        } else if (n >= 4 * b->prev) {
+        } else if (n >= 4 * b->prev.n) {
             /* a step of four was slower: twice the level before is tried */
             MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
                       "slower by 10%%: trying %d",
-                      peer, class_kib(cls), n, 2 * b->prev);
+                      peer, class_kib(cls), n, 2 * b->prev.n);
             b->mid = 1;
             b->again = 0;
-            burst_level(s, peer, b, 2 * b->prev);
+            burst_level(s, peer, b, 2 * b->prev.n);
         } else
-            burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes were slower by 10%");
+            burst_settle(p, peer, cls, b->prev.n, b->prev.t, "more lanes were slower by 10%");
         return;
     }
-    if (b->room && b->prev != 0) {
+    if (b->room && b->prev.n != 0) {
         /* with the path's own loss, more lanes as fast are kept: the samples' median moves by
          * more than AUTO_GAIN with where the losses fell (wan-lossy, 1 MiB: 16 lanes 28-60 ms
          * from one run to the next, 32 lanes 27-38), while each lane's share crosses in fewer
          * round trips and a loss holds back less of the message (the sweep's fixed counts: 32
          * and 64 lanes the fastest at 1, 10 and 64 MiB) */
-        if (b->prev_t < t)
-            t = b->prev_t;
+        if (b->prev.t < cur.t)
+            cur.t = b->prev.t;
         b->again = 0;
-    } else if (b->prev != 0 && t * AUTO_GAIN > b->prev_t) {
-        burst_settle(p, peer, cls, b->prev, b->prev_t, "more lanes did not cut the time by 10%");
+    } else if (b->twice && level_ratio(&cur, &b->base) * AUTO_GAIN > 1) {
+        burst_settle(p, peer, cls, b->base.n, b->base.t,
+                     "two more doublings did not cut the time by 10%");
+        return;
+    } else if (b->prev.n != 0 && !b->twice && vs * AUTO_GAIN > 1) {
+        if (b->best_rounds < BURST_FLIGHTS_MIN || b->best_rounds > BURST_FLIGHTS_MAX ||
+            lanes_top(p, n)) {
+            burst_settle(p, peer, cls, b->prev.n, b->prev.t,
+                         "more lanes did not cut the time by 10%");
+            return;
+        }
+        /* the message still took several round trips (lanes' flights): more lanes carry it in
+         * fewer, but one doubling's gain may hide in the noise (wan-lossy, 1 MiB, before the
+         * streaming level saw the path's loss: 8 lanes' median 32.5 ms against 4 lanes' 35.8,
+         * where 32 lanes take 25 and 4 take 43): one more doubling, kept if the two together
+         * cut the time by AUTO_GAIN */
+        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes did not cut "
+                  "the time by 10%% (%.1f round trips): trying %d",
+                  peer, class_kib(cls), n, b->best_rounds, 2 * n);
+        b->twice = 1;
+        b->base = b->prev;
+        b->prev = cur;
+        burst_level(s, peer, b, 2 * n);
         return;
     }
+    b->twice = 0;
     if (lanes_top(p, n)) {
-        burst_settle(p, peer, cls, n, t,
+        burst_settle(p, peer, cls, n, cur.t,
                      n >= p->cap ? "MLN_STRIPE_LANES_MAX" : "no more lanes open");
         return;
     }
     next = (b->room ? 4 : 2) * n; /* the path's loss: a search a level shorter */
-    rounds = t / rtt;
+    rounds = cur.t / rtt;
     if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));
-    b->prev = n;
-    b->prev_t = t;
+    b->prev = cur;
     burst_level(s, peer, b, next);
 }
 
