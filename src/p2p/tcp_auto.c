@@ -68,7 +68,8 @@
  * in MPI_Wait, mln_tcp_auto_watching; the receiver acknowledges a frame's end at once,
  * TCP_QUICKACK in lane_tcp.c, where a delayed ACK would add up to 40 ms); a level's time is the
  * fastest of BURST_SAMPLES (more, up to BURST_SAMPLES_MAX, on a short path, where they are cheap
- * and noise weighs more), or their median where any of them retransmitted (on a lossy path a loss
+ * and noise weighs more, unless the first already set the level BURST_CLEAR apart from the one
+ * before), or their median where any of them retransmitted (on a lossy path a loss
  * is part of a message's time, and the fastest sample, one that lost nothing, hides what the lane
  * count costs the others); two levels of which one lost segments and the other did not are
  * compared by their medians.  Where the samples lost at most AUTO_LOSS_RANDOM of their segments and
@@ -81,7 +82,8 @@
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
  * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
  * half a window per round trip (wan-short: one lane fills the link), the class's count first halves
- * while fewer lanes are no slower by AUTO_GAIN (fewer cost less: sockets, queue overflow), and
+ * while fewer lanes are no slower (by AUTO_GAIN the first time, by BURST_FEWER after; fewer cost
+ * less: sockets, queue overflow), and
  * half the streaming level slower by less than BURST_CAPPED is the noise of lanes that share the
  * link: the class keeps the streaming level; otherwise (the lanes waited on their windows, or
  * half took BURST_CAPPED as long: a per-flow cap) it doubles while that cuts the time by
@@ -160,6 +162,11 @@
 /* and more, up to BURST_SAMPLES_MAX, until they took BURST_SAMPLED_S: cheap samples (a short
  * path), where noise weighs more */
 #define BURST_SAMPLED_S 0.1
+/* but BURST_SAMPLES are enough where they are this much faster or slower than the level before */
+#define BURST_CLEAR 1.2
+/* a level of fewer lanes than the one before, tried after the first halving, is kept only when
+ * no slower than it by this */
+#define BURST_FEWER 1.0
 #define BURST_SAMPLES_MAX TCP_BURST_SAMPLES_MAX
 /* lanes that carried less than BURST_ROOM of their windows per round trip had room */
 #define BURST_ROOM 0.5
@@ -817,6 +824,20 @@ static double level_ratio(const tcp_burst_level_t *a, const tcp_burst_level_t *b
     return a->lost != b->lost ? a->med / b->med : a->t / b->t;
 }
 
+/* 1 when the samples so far of n lanes set them apart from the level before: BURST_CLEAR faster
+ * or slower (no more are needed to tell). */
+static int burst_clear(const tcp_burst_t *b, int n)
+{
+    tcp_burst_level_t cur;
+    double r;
+
+    if (b->prev.n == 0)
+        return 0;
+    cur = level_of(b, n);
+    r = b->room ? b->best / b->prev.t : level_ratio(&cur, &b->prev);
+    return r >= BURST_CLEAR || r * BURST_CLEAR <= 1;
+}
+
 /*
  * A lone message of class cls took t seconds on n lanes (its start to its last byte
  * acknowledged), its lanes as `c` says over that time (`share` of their busy time waiting on
@@ -869,7 +890,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     b->sampled += t;
     b->times[b->nsamples] = t;
     if (++b->nsamples < BURST_SAMPLES ||
-        (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX))
+        (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX && !burst_clear(b, n)))
         return;
     cur = level_of(b, n);
     share = b->best_share;
@@ -905,7 +926,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
             burst_settle(p, peer, cls, b->prev.n, b->prev.t, "more lanes were slower by 10%");
         return;
     }
-    if (b->down) { /* fewer lanes than the first: kept unless slower by AUTO_GAIN */
+    if (b->down) { /* fewer lanes than the first: kept where no slower (BURST_FEWER) */
         if (vs > BURST_CAPPED && b->prev.n == b->first) {
             /* half the first level took BURST_CAPPED as long or more: each lane's rate is
              * capped (a per-flow policer), and more lanes may be faster.  Slower by less is the
@@ -914,7 +935,11 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
             b->down = 0;
             b->first = 0;
             burst_level(s, peer, b, 2 * b->prev.n);
-        } else if (vs > AUTO_GAIN)
+        } else if (vs > (b->prev.n == b->first ? AUTO_GAIN : BURST_FEWER))
+            /* the first halving slower by less than AUTO_GAIN is the noise of lanes sharing the
+             * link, and is kept; a later one must be no slower at all: a count too small costs
+             * more than lanes do (wan-short, 1 MiB: 1 lane 1.4 times as long as 2, read 1.07
+             * times from samples that vary by 30%) */
             burst_settle(p, peer, cls, b->prev.n, b->prev.t, "fewer lanes were slower");
         else if (n <= 1)
             burst_settle(p, peer, cls, n, cur.t, "one lane");
