@@ -841,13 +841,16 @@ static int burst_clear(const tcp_burst_t *b, int n)
 /*
  * A lone message of class cls took t seconds on n lanes (its start to its last byte
  * acknowledged), its lanes as `c` says over that time (`share` of their busy time waiting on
- * windows; rtt their round trip).  A level's time is the fastest of its samples.  From the class's
- * first level, when its lanes had room in their windows, the lanes halve while that costs less than
- * AUTO_GAIN; otherwise they double while that cuts the time by AUTO_GAIN; when the lanes mostly
- * waited on their windows and the message took `rounds` round trips, the next level is the one that
- * would carry it in about one (a power of two, at least twice the lanes).  The first level that
- * does not help sends the class back to the one before.  A settled class's timed message (one in
- * BURST_REPROBE) probes twice its lanes when they still waited on windows.
+ * windows; rtt their round trip).  A level's time is level_of()'s, compared with the level
+ * before's like with like (level_ratio).  From the class's first level, when its lanes had room in
+ * their windows, the lanes halve while that costs less than AUTO_GAIN (the first time) or nothing
+ * (BURST_FEWER, after); otherwise they double while that cuts the time by AUTO_GAIN (by four with
+ * the path's own loss, while no slower); when the lanes mostly waited on their windows and the
+ * message took `rounds` round trips, the next level is the one that would carry it in about one (a
+ * power of two, at least twice the lanes).  The first level that does not help sends the class
+ * back to the one before (after a second doubling where the message took a few flights).  A
+ * settled class's timed message (one in BURST_REPROBE) probes twice its lanes when they still
+ * waited on windows.
  */
 static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t,
                          const tcp_chrono_t *c)
