@@ -802,7 +802,10 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
  * the median: on a lossy path a loss is part of a message's time (a lane's tail retransmitted
  * after a round trip or a timeout, sooner where a lane carries more segments), and the fastest
  * sample, a message that lost nothing, hides what the lane count costs in the others (wan-lossy:
- * 4 lanes' fastest 1 MiB as fast as 16 lanes', their median twice as slow). */
+ * 4 lanes' fastest 1 MiB as fast as 16 lanes', their median twice as slow).  With the path's own
+ * loss (room), the fastest anyway: the losses fall at random, whatever the count, and the fastest
+ * sample, which lost least, says what the count itself costs (wan-lossy, 1 MiB: 16 lanes' median
+ * 28-60 ms from one run to the next, its fastest 27-31). */
 static tcp_burst_level_t level_of(const tcp_burst_t *b, int n)
 {
     double t[BURST_SAMPLES_MAX];
@@ -816,7 +819,7 @@ static tcp_burst_level_t level_of(const tcp_burst_t *b, int n)
         t[j] = b->times[i];
     }
     l.med = k % 2 ? t[k / 2] : (t[k / 2 - 1] + t[k / 2]) / 2;
-    l.t = l.lost ? l.med : b->best;
+    l.t = l.lost && !b->room ? l.med : b->best;
     return l;
 }
 
@@ -829,18 +832,23 @@ static double level_ratio(const tcp_burst_level_t *a, const tcp_burst_level_t *b
     return a->lost != b->lost ? a->med / b->med : a->t / b->t;
 }
 
+/* Level cur's time over the level before's (1: none before): their fastest with the path's own
+ * loss (room), else like with like. */
+static double level_vs_prev(const tcp_burst_t *b, const tcp_burst_level_t *cur)
+{
+    if (b->prev.n == 0)
+        return 1;
+    return b->room ? cur->t / b->prev.t : level_ratio(cur, &b->prev);
+}
+
 /* 1 when the samples so far of n lanes set them apart from the level before: BURST_CLEAR faster
  * or slower (no more are needed to tell). */
 static int burst_clear(const tcp_burst_t *b, int n)
 {
-    tcp_burst_level_t cur;
-    double r;
+    const tcp_burst_level_t cur = level_of(b, n);
+    const double r = level_vs_prev(b, &cur);
 
-    if (b->prev.n == 0)
-        return 0;
-    cur = level_of(b, n);
-    r = b->room ? b->best / b->prev.t : level_ratio(&cur, &b->prev);
-    return r >= BURST_CLEAR || r * BURST_CLEAR <= 1;
+    return b->prev.n != 0 && (r >= BURST_CLEAR || r * BURST_CLEAR <= 1);
 }
 
 /*
@@ -900,10 +908,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     if (++b->nsamples < BURST_SAMPLES ||
         (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX && !burst_clear(b, n)))
         return;
-    cur = level_of(b, n);
     share = b->best_share;
-    b->nsamples = 0;
-    b->sampled = 0;
     if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && !b->room && !b->down &&
         (p->a.path_loss || (b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX))) {
         /* the path's own loss: the streaming level saw it (segments lost with no queue), or the
@@ -921,12 +926,10 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                   peer, class_kib(cls), n, b->retrans, b->segs, b->lost);
         b->room = 1;
     }
-    if (b->room) /* the losses fall at random, whatever the count: the fastest sample, which lost
-                  * least, says what the count itself costs (wan-lossy, 1 MiB: 16 lanes' median
-                  * 28-60 ms from one run to the next, its fastest 27-31) */
-        cur.t = b->best;
-    /* this level's time over the one before's */
-    vs = b->prev.n == 0 ? 1 : b->room ? cur.t / b->prev.t : level_ratio(&cur, &b->prev);
+    cur = level_of(b, n);
+    vs = level_vs_prev(b, &cur);
+    b->nsamples = 0;
+    b->sampled = 0;
     if (b->mid) { /* between a level and four times it, which was slower */
         if (vs <= AUTO_GAIN)
             burst_settle(p, peer, cls, n, cur.t, "as fast as fewer lanes, with the path's loss");
