@@ -30,14 +30,14 @@
  * wan-lossy, where 64 carry twice as much.)  Where its lanes also kept no standing queue (their
  * round trip under AUTO_QUEUE of the least they saw: the bottleneck is not always busy), the
  * doublings go on (the first level shows it alone: it lost a little, at most AUTO_LOSS_RANDOM,
- * with no queue), four times the lanes a step while no queue builds, until a level fills the
- * link (a queue, or more loss than the path's) and settle on it, or on the level before where
- * filling the link cost AUTO_GAIN of the rate (after a step of four: twice the level before is
- * tried, and kept if no slower than it).
- * Otherwise, when the next doubling does not raise the rate by AUTO_GAIN either, the lanes do
- * not add up (the link is full: wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on
- * to 32): the level settles on the one before the first of the two, or on the last where the two
- * together raised the rate by AUTO_GAIN.
+ * with no queue, its lanes not bound by their windows), four times the lanes a step while no queue
+ * builds, until a level fills the link (a queue, or more loss than the path's) and settle on it, or
+ * on the level before where filling the link cost AUTO_GAIN of the rate (after a step of four:
+ * twice the level before is tried, and kept if no slower than it). Otherwise, when the next
+ * doubling does not raise the rate by AUTO_GAIN either, the lanes do not add up (the link is full:
+ * wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on to 32): the level settles on the
+ * one before the first of the two, or on the last where the two together raised the rate by
+ * AUTO_GAIN.
  *
  * Probe: a settled peer whose rate rose by AUTO_GAIN since it settled starts the search again
  * from its level (the program's traffic changed: bursts too short for more lanes to pay, then a
@@ -529,10 +529,14 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
     if (!no_gain && prev != 0)
         p->a.down_tried = 0; /* more lanes paid: fewer may be tried again once settled */
     if (prev == 0 && p->a.retrans >= 2 && p->a.retrans <= AUTO_LOSS_RANDOM * p->a.segs &&
-        no_queue(p->a.queue)) {
+        no_queue(p->a.queue) && !window_bound(p, rate)) {
         /* the first level already loses a little with no queue on the path: loss-bound lanes on
          * a link with room (wan-lossy's 4 lanes: 0.1-0.2% of their segments, round trip 1.05x
-         * the least), the path's own loss; the search starts with four times the lanes */
+         * the least), the path's own loss; the search starts with four times the lanes.  Not
+         * where the lanes carry what their windows allow: their rate is the windows', not the
+         * loss's, and a few segments lost are a burst's (wan-2site, 128 KiB windows: 4 lanes at
+         * 416 Mbit/s lost 8 of 1967 when a lone message's 16 lanes overflowed the queue; read as
+         * the path's loss, the search went on in steps of four to 32 lanes, where 8 fill it) */
         MLN_DEBUG("tcp auto: world rank %d: %d lanes lost %u of %u segments and kept no queue "
                   "(round trip %.2fx the least): the path's loss, and the link has room",
                   peer, level, p->a.retrans, p->a.segs, p->a.queue);
