@@ -33,11 +33,11 @@
  * with no queue, its lanes not bound by their windows), four times the lanes a step while no queue
  * builds, until a level fills the link (a queue, or more loss than the path's) and settle on it, or
  * on the level before where filling the link cost AUTO_GAIN of the rate (after a step of four:
- * twice the level before is tried, and kept if no slower than it). Otherwise, when the next
- * doubling does not raise the rate by AUTO_GAIN either, the lanes do not add up (the link is full:
- * wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on to 32): the level settles on the
- * one before the first of the two, or on the last where the two together raised the rate by
- * AUTO_GAIN.
+ * twice the level before is tried, and kept if no slower than it).
+ * Otherwise, when the next doubling does not raise the rate by AUTO_GAIN either, the lanes do
+ * not add up (the link is full: wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on
+ * to 32): the level settles on the one before the first of the two, or on the last where the two
+ * together raised the rate by AUTO_GAIN.
  *
  * Probe: a settled peer whose rate rose by AUTO_GAIN since it settled starts the search again
  * from its level (the program's traffic changed: bursts too short for more lanes to pay, then a
@@ -76,9 +76,8 @@
  * the streaming level saw the path's own loss (segments lost with no queue: a lone message's burst
  * makes a queue of its own, so its round trips cannot tell), or two messages or more of few flights
  * (at most BURST_FLIGHTS_MAX round trips) each lost a few (a burst that overflows a queue loses a
- * run of segments in one message), the class goes up in steps of four and
- * keeps more lanes unless both their fastest sample and their median are slower by AUTO_GAIN (the
- * losses fall at random
+ * run of segments in one message), the class goes up in steps of four and keeps more lanes unless
+ * both their fastest sample and their median are slower by AUTO_GAIN (the losses fall at random
  * whatever the count; each lane's share crosses in fewer round trips); a level that was slower is
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
  * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
