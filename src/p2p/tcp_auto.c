@@ -31,9 +31,11 @@
  * round trip under AUTO_QUEUE of the least they saw: the bottleneck is not always busy), the
  * doublings go on (the first level shows it alone: it lost a little, at most AUTO_LOSS_RANDOM,
  * with no queue, its lanes not bound by their windows), four times the lanes a step while no queue
- * builds, until a level fills the link (a queue, or more loss than the path's) and settle on it, or
- * on the level before where filling the link cost AUTO_GAIN of the rate (after a step of four:
- * twice the level before is tried, and kept if no slower than it).
+ * builds (the path's loss then: at most AUTO_LOSS_RANDOM, its share risen over the level before's
+ * or not, for new lanes lose a burst as they leave slow start), until a level fills the link (a
+ * queue, or more loss than the path's) and settle on it, or on the level before where filling the
+ * link cost AUTO_GAIN of the rate (after a step of four: twice the level before is tried, and kept
+ * if no slower than it).
  * Otherwise, when the next doubling does not raise the rate by AUTO_GAIN either, the lanes do
  * not add up (the link is full: wan-2site, where 8 lanes fill it and 16 lost 0.1% once, went on
  * to 32): the level settles on the one before the first of the two, or on the last where the two
@@ -406,6 +408,17 @@ static int loss_is_paths(const tcp_auto_t *a)
            AUTO_LOSS_RISE * a->prev_retrans / (double)a->prev_segs * a->segs + AUTO_LOSS_SLACK;
 }
 
+/* 1 when the link already showed room (a.room: the path's own loss with no queue) and this
+ * level lost a few segments, at most AUTO_LOSS_RANDOM of them: the path's loss still, even where
+ * its share rose over the level before's (a doubling's new lanes lose a burst as they leave slow
+ * start, which the level before's did not: wan-lossy, 16 lanes lost 0.23% of their segments where
+ * 4 lost 0.10%, one retransmission over loss_is_paths's bound, and the search went back to 4 lanes
+ * where 32-64 carry twice as much); with no queue either, the link is not full. */
+static int room_loss(const tcp_auto_t *a)
+{
+    return a->room && a->retrans >= 2 && a->retrans <= AUTO_LOSS_RANDOM * a->segs;
+}
+
 /* 1 when the lanes kept no standing queue: their round trip under AUTO_QUEUE of the path's
  * least (0: unknown, counted as a queue). */
 static int no_queue(double queue)
@@ -477,11 +490,13 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
             settle(s, peer, level, rate, "fewer lanes were as fast, and lose less");
         return;
     }
-    if (no_gain && loss_is_paths(&p->a) && no_queue(p->a.queue)) {
-        MLN_DEBUG("tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost no "
-                  "larger share of their segments than %d and kept no queue (round trip %.2fx the "
-                  "least): the path's loss, and the link has room; more lanes are tried",
-                  peer, level, prev, p->a.queue);
+    if (no_gain && no_queue(p->a.queue) && (loss_is_paths(&p->a) || room_loss(&p->a))) {
+        MLN_DEBUG(
+            "tcp auto: world rank %d: %d lanes did not raise the rate by 10%%, but lost %u of "
+            "%u segments, the path's share (%d lanes: %u of %u), and kept no queue (round "
+            "trip %.2fx the least): the link has room; more lanes are tried",
+            peer, level, p->a.retrans, p->a.segs, prev, p->a.prev_retrans, p->a.prev_segs,
+            p->a.queue);
         p->a.room = 1;
         path_loss_seen(p, peer);
     } else if (no_gain && p->a.room) {
