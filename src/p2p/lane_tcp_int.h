@@ -125,6 +125,7 @@ typedef struct tcp_auto {
     double down_from_rate; /* that level's settle_rate then */
     int down_tried;        /* fewer lanes were tried since the last search up */
     int settled_n;         /* AUTO_SETTLED: intervals measured since */
+    int rose;              /* AUTO_SETTLED: intervals in a row its rate rose by AUTO_GAIN */
     double queue;          /* the level's lanes' round trip over the path's least, its last
                             * interval (above AUTO_QUEUE: a standing queue, the link is full) */
     double settled_busy;   /* AUTO_SETTLED: seconds measured since (the next probe's clock) */

@@ -41,8 +41,10 @@
  * to 32): the level settles on the one before the first of the two, or on the last where the two
  * together raised the rate by AUTO_GAIN.
  *
- * Probe: a settled peer whose rate rose by AUTO_GAIN since it settled starts the search again
- * from its level (the program's traffic changed: bursts too short for more lanes to pay, then a
+ * Probe: a settled peer whose rate rose by AUTO_GAIN since it settled, over AUTO_ROSE intervals in
+ * a row (one is the noise of a few round trips: wan-perflow, MPICH, 16 lanes read 665-832 Mbit/s
+ * from one search to the next, and a search begun on one interval went on to 64 lanes, past the
+ * policers' queues, where 16 stream at 950 and 64 at 860), starts the search again from its level (the program's traffic changed: bursts too short for more lanes to pay, then a
  * stream; wan-perflow, where 4 lanes at 100 Mbit/s each won over 8 during 1 MiB bursts, then
  * carried a 10 MiB stream at 4 x 100), measured whole under the new traffic: a probe of twice
  * the lanes against the one interval that rose, which straddles the change, won by the change.
@@ -146,6 +148,7 @@
 #define AUTO_WARM_LOOK_S 0.01   /* and looks whether they did no more often */
 #define AUTO_QUEUE 1.2          /* lanes' round trip this much over the path's least: a queue */
 #define AUTO_FALL 2.0           /* a settled level's rate fell this many times: a transient */
+#define AUTO_ROSE 2             /* intervals in a row a settled level's rate rose by AUTO_GAIN */
 #define AUTO_SAMPLE_RTTS 4.0    /* round trips per measured interval */
 #define AUTO_SAMPLES 3          /* intervals per level */
 #define AUTO_MIN_S 0.1          /* no interval is shorter (loopback, a LAN) */
@@ -329,6 +332,7 @@ static void settle(mln_stripe_t *s, int peer, int level, double rate, const char
     p->a.prev = p->a.loss_base = p->a.room = p->a.mid = 0;
     p->a.settled_busy = 0;
     p->a.settled_n = 0;
+    p->a.rose = 0;
     p->a.down = 0;
     p->a.sum = 0;
     p->a.nsamples = 0;
@@ -606,8 +610,10 @@ static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
 {
     tcp_peer_t *p = &s->tcp->peers[peer];
     const int loss_bound = 2 * l->app_limited <= l->n;
-    const int rose = rate > AUTO_GAIN * p->a.settle_rate;
+    int rose;
 
+    p->a.rose = rate > AUTO_GAIN * p->a.settle_rate ? p->a.rose + 1 : 0;
+    rose = p->a.rose >= AUTO_ROSE;
     p->a.rate = p->a.nsamples ? 0.75 * p->a.rate + 0.25 * rate : rate;
     p->a.nsamples = 1;
     p->a.settled_busy += span;
@@ -618,8 +624,9 @@ static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
     } else if (rose) {
         /* the program's traffic changed (a stream after bursts too short for more lanes to pay):
          * the search starts again from the level */
-        MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when settled)",
-                  peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6);
+        MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when settled; "
+                  "%d intervals in a row over it by 10%%)",
+                  peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6, p->a.rose);
         p->a.rate = p->a.settle_rate = rate; /* the new traffic's rate, or nothing */
         search_again(s, peer, now);
     } else if (p->a.settled_n >= AUTO_SAMPLES && AUTO_FALL * p->a.rate < p->a.settle_rate &&
