@@ -44,10 +44,11 @@
  * Probe: a settled peer whose rate rose by AUTO_GAIN since it settled, over AUTO_ROSE intervals in
  * a row (one is the noise of a few round trips: wan-perflow, MPICH, 16 lanes read 665-832 Mbit/s
  * from one search to the next, and a search begun on one interval went on to 64 lanes, past the
- * policers' queues, where 16 stream at 950 and 64 at 860), starts the search again from its level (the program's traffic changed: bursts too short for more lanes to pay, then a
- * stream; wan-perflow, where 4 lanes at 100 Mbit/s each won over 8 during 1 MiB bursts, then
- * carried a 10 MiB stream at 4 x 100), measured whole under the new traffic: a probe of twice
- * the lanes against the one interval that rose, which straddles the change, won by the change.
+ * policers' queues, where 16 stream at 950 and 64 at 860), starts the search again from its level
+ * (the program's traffic changed: bursts too short for more lanes to pay, then a stream;
+ * wan-perflow, where 4 lanes at 100 Mbit/s each won over 8 during 1 MiB bursts, then carried a 10
+ * MiB stream at 4 x 100), measured whole under the new traffic: a probe of twice the lanes against
+ * the one interval that rose, which straddles the change, won by the change.
  * (At MLN_STRIPE_LANES_MAX, where there is no level above to try, the rise only becomes the rate
  * to rise from.)  A settled level whose loss-bound lanes, losing the path's own share with no
  * queue, carry under 1/AUTO_FALL of the rate it settled at was measured on a transient (new lanes'
