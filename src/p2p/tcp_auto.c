@@ -620,8 +620,10 @@ static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
     p->a.settled_busy += span;
     p->a.settled_n++;
     if (rose && lanes_top(p, p->a.level)) {
-        /* no more lanes to try: the new rate is the one to rise from */
+        /* no more lanes to try: the new rate is the one to rise from, again over AUTO_ROSE
+         * intervals */
         p->a.settle_rate = rate;
+        p->a.rose = 0;
     } else if (rose) {
         /* the program's traffic changed (a stream after bursts too short for more lanes to pay):
          * the search starts again from the level */
