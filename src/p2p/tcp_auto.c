@@ -413,15 +413,22 @@ static int loss_is_paths(const tcp_auto_t *a)
            AUTO_LOSS_RISE * a->prev_retrans / (double)a->prev_segs * a->segs + AUTO_LOSS_SLACK;
 }
 
-/* 1 when the link already showed room (a.room: the path's own loss with no queue) and this
- * level lost a few segments, at most AUTO_LOSS_RANDOM of them: the path's loss still, even where
- * its share rose over the level before's (a doubling's new lanes lose a burst as they leave slow
- * start, which the level before's did not: wan-lossy, 16 lanes lost 0.23% of their segments where
- * 4 lost 0.10%, one retransmission over loss_is_paths's bound, and the search went back to 4 lanes
- * where 32-64 carry twice as much); with no queue either, the link is not full. */
+/* 1 when the level lost a few segments (2 or more: one is chance), at most AUTO_LOSS_RANDOM of
+ * them: as few as a path's own loss. */
+static int lost_few(const tcp_auto_t *a)
+{
+    return a->retrans >= 2 && a->retrans <= AUTO_LOSS_RANDOM * a->segs;
+}
+
+/* 1 when the link already showed room (a.room: the path's own loss with no queue) and this level
+ * lost few segments (lost_few): the path's loss still, even where its share rose over the level
+ * before's (a doubling's new lanes lose a burst as they leave slow start, which the level before's
+ * did not: wan-lossy, 16 lanes lost 0.23% of their segments where 4 lost 0.10%, one retransmission
+ * over loss_is_paths's bound, and the search went back to 4 lanes where 32-64 carry twice as
+ * much); with no queue either, the link is not full. */
 static int room_loss(const tcp_auto_t *a)
 {
-    return a->room && a->retrans >= 2 && a->retrans <= AUTO_LOSS_RANDOM * a->segs;
+    return a->room && lost_few(a);
 }
 
 /* 1 when the lanes kept no standing queue: their round trip under AUTO_QUEUE of the path's
@@ -548,8 +555,7 @@ static void decide(mln_stripe_t *s, int peer, double rate, double now)
         p->a.loss_base = 0;
     if (!no_gain && prev != 0)
         p->a.down_tried = 0; /* more lanes paid: fewer may be tried again once settled */
-    if (prev == 0 && p->a.retrans >= 2 && p->a.retrans <= AUTO_LOSS_RANDOM * p->a.segs &&
-        no_queue(p->a.queue) && !window_bound(p, rate)) {
+    if (prev == 0 && lost_few(&p->a) && no_queue(p->a.queue) && !window_bound(p, rate)) {
         /* the first level already loses a little with no queue on the path: loss-bound lanes on
          * a link with room (wan-lossy's 4 lanes: 0.1-0.2% of their segments, round trip 1.05x
          * the least), the path's own loss; the search starts with four times the lanes.  Not
