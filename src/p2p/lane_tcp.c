@@ -561,17 +561,21 @@ static int in_read(mln_stripe_t *s, tcp_in_t *in)
  * lanes hold together, not each, must stay small (32 lanes of 256 KiB on wan-lossy, each at ~30
  * Mbit/s: 65 ms of tail; the 10 MiB stream over tcp:32 went from 680-810 Mbit/s to 830-870 with
  * 16 KiB a lane).  A lane at a larger share of the link needs more to stay busy between two
- * passes of the engine, and has it: the fewer the lanes, the larger their share.
+ * passes of the engine, and has it: the fewer the lanes, the larger their share.  The lanes that
+ * take chunks are a lone message's where auto gave it a count of its own (a ping-pong's reply on 32
+ * lanes split 256 KiB over the streaming level's 4 before: 64 KiB a lane, half the message on the
+ * first lanes to be written, and 1 MiB took 26-40 ms on wan-lossy where `tcp:32` takes 20-25).
  */
 static void lanes_notsent(const mln_stripe_t *s, tcp_peer_t *p)
 {
-    const int value = mln_tcp_notsent_share(s, p->active);
+    const int now = mln_tcp_lanes_now(p);
+    const int value = mln_tcp_notsent_share(s, now);
 
-    if (value == 0 || (p->notsent_active == p->active && p->notsent_nup == p->nup))
+    if (value == 0 || (p->notsent_active == now && p->notsent_nup == p->nup))
         return;
     for (int i = 0; i < p->nup; i++)
         mln_tcp_notsent_set(p->out[i].fd, value);
-    p->notsent_active = p->active;
+    p->notsent_active = now;
     p->notsent_nup = p->nup;
 }
 

@@ -298,13 +298,23 @@ static void t_auto(tctx_t *t)
     free(want_in);
 }
 
+/* A lane's TCP_NOTSENT_LOWAT where `lanes` take a peer's chunks: MLN_STRIPE_NOTSENT (256K by
+ * default) split over them, 16K at least (all of it when smaller). */
+static int notsent_want(int lanes)
+{
+    const int total = (int)mln_stripe_engine()->cfg->stripe_notsent;
+
+    return total / lanes > 16384 ? total / lanes : total < 16384 ? total : 16384;
+}
+
 /* MLN_STRIPE_LANES=auto, lone messages (tcp_auto.c): a 1 MiB ping-pong, every message alone on
  * the lanes, until both ranks saw a lone message take another lane count than auto's first level
  * (a class's first level, once timed, always tries half or twice its lanes), then eight more
  * round trips;
  * every 16th round four messages each way at once instead (not alone: the streaming level).
- * Every byte and status checked, the counts within [1, MLN_STRIPE_LANES_MAX].  Run before any
- * other striped traffic, so that the first level is auto's first. */
+ * Every byte and status checked, the counts within [1, MLN_STRIPE_LANES_MAX], and after each lone
+ * message lane 0's TCP_NOTSENT_LOWAT split over the lanes that message took (not the streaming
+ * level's).  Run before any other striped traffic, so that the first level is auto's first. */
 static void t_lone(tctx_t *t)
 {
     enum { N = 4, MAX_ROUNDS = 2000, AFTER = 8 };
@@ -363,6 +373,13 @@ static void t_lone(tctx_t *t)
         used = mln_stripe_lanes_used(t->partner);
         if (used < 1 || used > t->opt->lanes_max)
             fail(t, "lone: %d lanes used (MLN_STRIPE_LANES_MAX %d)", used, t->opt->lanes_max);
+        else if (k == 1 && mln_stripe_engine()->cfg->stripe_notsent > 0 &&
+                 mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, 0) != notsent_want(used))
+            fail(t,
+                 "lone: a message over %d lanes left lane 0 a TCP_NOTSENT_LOWAT of %d, expected "
+                 "%d",
+                 used, mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, 0),
+                 notsent_want(used));
         if (k == 1 && used > most)
             most = used;
         if (k == 1 && used < least)
@@ -432,8 +449,7 @@ static void t_spread(tctx_t *t)
     /* MLN_STRIPE_NOTSENT (256K by default) is the peer's, split over its lanes: 64K each of 4,
      * 16K (the least) each of 32 */
     for (int i = 0; t->ok && i < lanes; i++) {
-        const int total = (int)mln_stripe_engine()->cfg->stripe_notsent;
-        const int want = total / lanes > 16384 ? total / lanes : total < 16384 ? total : 16384;
+        const int want = notsent_want(lanes);
         const int got = mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, i);
         if (got != want)
             fail(t, "spread: lane %d of %d has TCP_NOTSENT_LOWAT %d, expected %d", i, lanes, got,
