@@ -174,6 +174,8 @@ typedef struct tcp_burst {
     double segs;                         /* and their segments (bytes / MSS) */
     int room;  /* a level's samples lost the path's share (at most AUTO_LOSS_RANDOM): the search
                 * goes up in steps of four while more lanes are no slower */
+    int floor; /* with room: the lanes that carry a message in one flight of windows the path's
+                * loss allows (0: none; mln_tcp_loss_floor) */
     int mid;   /* twice the level before a step of four that was slower is being tried */
     int again; /* the level, slower, is measured once more (its lanes warm now) */
 } tcp_burst_t;
@@ -316,6 +318,11 @@ int mln_tcp_grow(mln_stripe_t *s, int peer, int want);
 int mln_tcp_auto_first(const mln_stripe_t *s);
 /* The peer's lanes just came up: auto starts measuring. */
 void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now);
+/* Auto: the fewest lanes, a power of two up to cap, whose loss-bound windows carry a lone message
+ * of `segs` segments in one flight, its samples having lost `lost` of `sent` segments; 0 where
+ * nothing was lost or the message took more than BURST_FLIGHTS_MAX round trips (`rounds`). */
+int mln_tcp_loss_floor(double segs, uint32_t lost, double sent, double rounds, int cap);
+
 /* One look per progress pass: auto's intervals, samples and decisions for every peer. */
 void mln_tcp_auto_step(mln_stripe_t *s, double now);
 

@@ -85,6 +85,11 @@
  * both their fastest sample and their median are slower by AUTO_GAIN (the losses fall at random
  * whatever the count; each lane's share crosses in fewer round trips); a level that was slower is
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
+ * A message of few flights with the path's own loss goes at once to the lanes whose loss-bound
+ * windows carry it in one flight (mln_tcp_loss_floor: wan-lossy's 1 MiB, 32) and settles there
+ * when they are no slower, or when they still are after the second measure: fewer lanes read
+ * faster on their early windows than they stay (4 lanes 28-45 ms a message in a class's first
+ * samples, 39-70 ms in steady ping-pongs of `tcp:4`, where 32 take 20-25).
  * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
  * half a window per round trip (wan-short: one lane fills the link), the class's count first halves
  * while fewer lanes are no slower (by AUTO_GAIN the first time, by BURST_FEWER after; fewer cost
@@ -188,6 +193,9 @@
  * bytes, not the flights, set it (wan-perflow, 8 MiB: 4.9 round trips, 90% of them the bytes at
  * 770 Mbit/s; the second doubling took the class to 64 lanes, past the policers' queues) */
 #define BURST_BYTES_BOUND 0.5
+/* a loss-bound lane's window, in segments, at loss rate q: about sqrt(3 / (2q)) (Mathis et al.,
+ * "The macroscopic behavior of the TCP congestion avoidance algorithm", 1997) */
+#define BURST_MATHIS 1.5
 
 static void burst_step(mln_stripe_t *s, int peer, double now, int sending);
 
@@ -806,6 +814,29 @@ static int pow2_at_least(double x)
     return n;
 }
 
+/*
+ * With the path's own loss, the fewest lanes (a power of two, at most cap) whose windows carry
+ * a message of `segs` segments in one flight once each is loss-bound: lost / sent the loss rate q,
+ * a window sqrt(1.5 / q) segments (BURST_MATHIS).  A lone message's early samples on fewer lanes
+ * read them faster than they stay: lanes that have lost little yet still have the windows of their
+ * slow start, which the path's loss then cuts to that size over tens of messages (wan-lossy, 1
+ * MiB: 4 lanes 28-45 ms a message in a class's first samples, then 39-70 ms, median 50, in 25
+ * ping-pongs of `tcp:4`, where 32 lanes take 20-25 ms; a loss rate of 0.1% gives windows of 39
+ * segments, 724 segments over them 19 lanes: 32).  0 where the message takes more than
+ * BURST_FLIGHTS_MAX round trips anyway (its size, not its flights, sets its time).
+ */
+int mln_tcp_loss_floor(double segs, uint32_t lost, double sent, double rounds, int cap)
+{
+    int n = 1;
+
+    if (lost == 0 || sent <= 0 || cap < 1 || rounds > BURST_FLIGHTS_MAX)
+        return 0;
+    /* n x window >= segs, squared: n^2 x 1.5 x sent / lost >= segs^2 (no libm) */
+    while (n < cap && (double)n * n * BURST_MATHIS * sent < segs * segs * lost)
+        n *= 2;
+    return n > cap ? cap : n;
+}
+
 /* The level of class b changes to `level` (lanes opened if need be). */
 static void burst_level(mln_stripe_t *s, int peer, tcp_burst_t *b, int level)
 {
@@ -822,7 +853,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
 {
     tcp_burst_t *b = &p->bc[cls];
 
-    b->room = b->mid = b->again = b->twice = 0;
+    b->room = b->mid = b->again = b->twice = b->floor = 0;
     MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
               peer, class_kib(cls), level, t * 1e3, why);
     b->level = level;
@@ -969,6 +1000,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                   "while no slower",
                   peer, class_kib(cls), n, b->retrans, b->segs, b->lost);
         b->room = 1;
+        b->floor = mln_tcp_loss_floor((double)bs->bytes / c->mss, b->retrans, b->segs,
+                                      b->best_rounds, p->cap);
     }
     cur = level_of(b, n);
     vs = level_vs_prev(b, &cur);
@@ -1028,6 +1061,19 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                       "slower by 10%%: measured again",
                       peer, class_kib(cls), n);
             b->again = 1;
+        } else if (b->floor > n) {
+            /* fewer lanes than the path's loss calls for read faster on their early windows
+             * (mln_tcp_loss_floor): the floor is tried */
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
+                      "slower by 10%%, but %d carry a message in one flight at the path's loss: "
+                      "trying %d",
+                      peer, class_kib(cls), n, b->floor, b->floor);
+            b->again = 0;
+            burst_level(s, peer, b, b->floor);
+        } else if (b->floor != 0 && n >= b->floor) {
+            burst_settle(p, peer, cls, n, cur.t,
+                         "slower than fewer lanes on their early windows, but as many as the "
+                         "path's loss calls for");
         } else if (n >= 4 * b->prev.n) {
             /* a step of four was slower: twice the level before is tried */
             MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes were "
@@ -1046,6 +1092,13 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
          * from one run to the next, 32 lanes 27-38), while each lane's share crosses in fewer
          * round trips and a loss holds back less of the message (the sweep's fixed counts: 32
          * and 64 lanes the fastest at 1, 10 and 64 MiB) */
+        if (b->floor != 0 && n >= b->floor) {
+            /* as many as the path's loss calls for (mln_tcp_loss_floor): more carry the message in
+             * no fewer flights */
+            burst_settle(p, peer, cls, n, cur.t,
+                         "no slower than fewer lanes, and as many as the path's loss calls for");
+            return;
+        }
         if (b->prev.t < cur.t)
             cur.t = b->prev.t;
         b->again = 0;
@@ -1082,6 +1135,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     next = (b->room ? 4 : 2) * n; /* the path's loss: a search a level shorter */
+    if (b->room && b->floor > next)
+        next = b->floor; /* and straight to the lanes it calls for */
     rounds = cur.t / rtt;
     if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));

@@ -1,0 +1,35 @@
+/*
+ * test_tcp_auto.c - MLN_STRIPE_LANES=auto's arithmetic that needs no network: the lane count a
+ * lone message needs at the path's own loss (mln_tcp_loss_floor: its segments over loss-bound
+ * windows of sqrt(1.5 / q) segments, rounded up to a power of two, at most the cap).
+ */
+#include "lane_tcp_int.h"
+#include "mln_test.h"
+
+int main(void)
+{
+    /* wan-lossy's 1 MiB (724 segments of 1448 bytes), 3 of 2897 segments lost (0.1%): windows
+     * of 38 segments, 19 lanes: 32 */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 3, 2897, 2.0, 64) == 32);
+    /* twice the loss: windows of 27 segments, 27 lanes: still 32; four times: 54 lanes: 64 */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 6, 2897, 2.0, 64) == 32);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 12, 2897, 2.0, 64) == 64);
+    /* at most the cap */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 12, 2897, 2.0, 16) == 16);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 3, 2897, 2.0, 1) == 1);
+    /* little loss: windows of 387 segments, 2 lanes carry 724 */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 1, 100000, 2.0, 64) == 2);
+    /* a message that fits one loss-bound window: 1 lane */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(10, 1, 1000, 1.0, 64) == 1);
+    /* exactly on a power of two: 16 lanes of 38.7-segment windows carry 619 segments */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(619, 1, 1000, 2.0, 64) == 16);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(620, 1, 1000, 2.0, 64) == 32);
+    /* none: nothing lost, nothing sent, no lanes, or a message of many round trips (its size,
+     * not its flights, sets its time) */
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 0, 2897, 2.0, 64) == 0);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 3, 0, 2.0, 64) == 0);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 3, 2897, 2.0, 0) == 0);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(46341, 30, 139000, 30.0, 64) == 0);
+    MLN_TEST_ASSERT(mln_tcp_loss_floor(46341, 30, 139000, 8.0, 64) == 64);
+    return 0;
+}
