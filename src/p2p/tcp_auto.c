@@ -87,9 +87,9 @@
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
  * A message of few flights with the path's own loss goes at once to the lanes whose loss-bound
  * windows carry it in one flight (mln_tcp_loss_floor: wan-lossy's 1 MiB, 32) and settles there
- * when they are no slower, or when they still are after the second measure: fewer lanes read
- * faster on their early windows than they stay (4 lanes 28-45 ms a message in a class's first
- * samples, 39-70 ms in steady ping-pongs of `tcp:4`, where 32 take 20-25).
+ * when they are no slower, or when they still are after the second measure against fewer than the
+ * floor: those read faster on their early windows than they stay (4 lanes 28-45 ms a message in a
+ * class's first samples, 39-70 ms in steady ping-pongs of `tcp:4`, where 32 take 20-25).
  * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
  * half a window per round trip (wan-short: one lane fills the link), the class's count first halves
  * while fewer lanes are no slower (by AUTO_GAIN the first time, by BURST_FEWER after; fewer cost
@@ -1070,7 +1070,8 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
                       peer, class_kib(cls), n, b->floor, b->floor);
             b->again = 0;
             burst_level(s, peer, b, b->floor);
-        } else if (b->floor != 0 && n >= b->floor) {
+        } else if (b->floor != 0 && n >= b->floor && b->prev.n < b->floor) {
+            /* the faster level had fewer lanes than the path's loss calls for */
             burst_settle(p, peer, cls, n, cur.t,
                          "slower than fewer lanes on their early windows, but as many as the "
                          "path's loss calls for");

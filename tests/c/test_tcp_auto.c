@@ -9,7 +9,7 @@
 int main(void)
 {
     /* wan-lossy's 1 MiB (724 segments of 1448 bytes), 3 of 2897 segments lost (0.1%): windows
-     * of 38 segments, 19 lanes: 32 */
+     * of 39 segments, 19 lanes: 32 */
     MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 3, 2897, 2.0, 64) == 32);
     /* twice the loss: windows of 27 segments, 27 lanes: still 32; four times: 54 lanes: 64 */
     MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 6, 2897, 2.0, 64) == 32);
