@@ -571,11 +571,11 @@ static void lanes_notsent(const mln_stripe_t *s, tcp_peer_t *p)
     const int now = mln_tcp_lanes_now(p);
     const int value = mln_tcp_notsent_share(s, now);
 
-    if (value == 0 || (p->notsent_active == now && p->notsent_nup == p->nup))
+    if (value == 0 || (p->notsent_lanes == now && p->notsent_nup == p->nup))
         return;
     for (int i = 0; i < p->nup; i++)
         mln_tcp_notsent_set(p->out[i].fd, value);
-    p->notsent_active = now;
+    p->notsent_lanes = now;
     p->notsent_nup = p->nup;
 }
 

@@ -203,8 +203,8 @@ typedef struct tcp_peer {
     int cap;        /* room in out[]: MLN_STRIPE_LANES, or MLN_STRIPE_LANES_MAX */
     int grow_stop;  /* auto: a lane beyond the first ones failed to open: no more are tried */
     double grow_deadline;
-    int notsent_active, notsent_nup; /* lanes taking chunks (mln_tcp_lanes_now) and nup when the
-                                      * lanes' TCP_NOTSENT_LOWAT was set */
+    int notsent_lanes, notsent_nup; /* lanes taking chunks (mln_tcp_lanes_now) and nup when the
+                                     * lanes' TCP_NOTSENT_LOWAT was set */
     tcp_auto_t a;
     int burst; /* auto: lanes [0, burst) take the chunks of a lone message (0: active's) */
     tcp_burst_t bc[BURST_CLASSES];

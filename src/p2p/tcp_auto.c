@@ -88,8 +88,7 @@
  * A message of few flights with the path's own loss goes at once to the lanes whose loss-bound
  * windows carry it in one flight (mln_tcp_loss_floor: wan-lossy's 1 MiB, 32) and settles there
  * when they are no slower, or when they still are after the second measure against fewer than the
- * floor: those read faster on their early windows than they stay (4 lanes 28-45 ms a message in a
- * class's first samples, 39-70 ms in steady ping-pongs of `tcp:4`, where 32 take 20-25).
+ * floor: those read faster on their early windows than they stay (measured at mln_tcp_loss_floor).
  * Otherwise, from the streaming level, when its lanes neither waited on their windows nor carried
  * half a window per round trip (wan-short: one lane fills the link), the class's count first halves
  * while fewer lanes are no slower (by AUTO_GAIN the first time, by BURST_FEWER after; fewer cost

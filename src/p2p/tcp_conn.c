@@ -267,7 +267,7 @@ void mln_tcp_out_lanes_close(tcp_peer_t *p)
     free(p->out);
     p->out = NULL;
     p->nout = p->nup = p->active = p->burst = 0;
-    p->notsent_active = p->notsent_nup = 0; /* new lanes get theirs again */
+    p->notsent_lanes = p->notsent_nup = 0; /* new lanes get theirs again */
     p->bs.on = 0;
 }
 

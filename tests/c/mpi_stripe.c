@@ -337,7 +337,7 @@ static void t_lone(tctx_t *t)
         const int k = round % 16 == 15 ? N : 1; /* messages each way this round */
         mln_request_t reqs[2 * N];
         MPI_Status st[2 * N];
-        int mine, both = 0;
+        int mine, both = 0, notsent;
 
         memset(in, 0, (size_t)(k * n));
         if (k == 1 && t->rank < t->partner) { /* ping, then pong */
@@ -371,15 +371,15 @@ static void t_lone(tctx_t *t)
                 !check(t, in + i * n, n, t->partner, i, "lone"))
                 break;
         used = mln_stripe_lanes_used(t->partner);
+        notsent = mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, 0);
         if (used < 1 || used > t->opt->lanes_max)
             fail(t, "lone: %d lanes used (MLN_STRIPE_LANES_MAX %d)", used, t->opt->lanes_max);
         else if (k == 1 && mln_stripe_engine()->cfg->stripe_notsent > 0 &&
-                 mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, 0) != notsent_want(used))
+                 notsent != notsent_want(used))
             fail(t,
                  "lone: a message over %d lanes left lane 0 a TCP_NOTSENT_LOWAT of %d, expected "
                  "%d",
-                 used, mln_tcp_lane_notsent(mln_stripe_engine(), t->partner, 0),
-                 notsent_want(used));
+                 used, notsent, notsent_want(used));
         if (k == 1 && used > most)
             most = used;
         if (k == 1 && used < least)
