@@ -98,7 +98,8 @@ typedef struct tcp_lanes_info {
  * (TCP_INFO) per second.  Levels double while that raises the rate by AUTO_GAIN or the lanes'
  * loss is the path's (no larger share of segments lost than the level before); the first that
  * does neither sends it back to the one before, where it settles; a settled peer whose lanes are
- * window-bound probes twice the lanes now and then, one whose rate rose searches again from its
+ * window-bound probes twice the lanes now and then, one whose rate rose (once; again only after
+ * AUTO_REPROBE_S) or whose program now streams messages four times larger searches again from its
  * level, one whose lanes overflow a queue tries half of them. */
 typedef enum { AUTO_OFF, AUTO_GROW, AUTO_WARM, AUTO_MEASURE, AUTO_SETTLED } tcp_auto_phase_t;
 
@@ -126,6 +127,9 @@ typedef struct tcp_auto {
     int down_tried;        /* fewer lanes were tried since the last search up */
     int settled_n;         /* AUTO_SETTLED: intervals measured since */
     int rose;              /* AUTO_SETTLED: intervals in a row its rate rose by AUTO_GAIN */
+    int rose_searched;     /* a rise called a search again (the next waits AUTO_REPROBE_S) */
+    int stream_log2;       /* log2 of the largest message sent beside another so far (0: none) */
+    int stream_grew;       /* one AUTO_STREAM_GROW_LOG2 larger came while settled */
     double queue;          /* the level's lanes' round trip over the path's least, its last
                             * interval (above AUTO_QUEUE: a standing queue, the link is full) */
     double settled_busy;   /* AUTO_SETTLED: seconds measured since (the next probe's clock) */

@@ -163,6 +163,7 @@
 #define AUTO_GAP_S 0.05         /* looks further apart than this: the program was away */
 #define AUTO_BUSY 0.8           /* an interval counts if a send moved for this share of it */
 #define AUTO_WIN_AGE_S 1.0      /* the window is looked at again after this long */
+#define AUTO_STREAM_GROW_LOG2 2 /* streamed messages 4x larger than before: new traffic */
 #define BURST_MIN_LOG2 19       /* lone messages of 512 KiB and more have their own count */
 #define BURST_POLL_S 0.0002     /* a drained lone message's queues are looked at no more often */
 /* looks further apart than BURST_AWAY_S: the program was away, the time not the path's */
@@ -632,14 +633,41 @@ static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
     p->a.nsamples = 1;
     p->a.settled_busy += span;
     p->a.settled_n++;
+    if (p->a.stream_grew) {
+        p->a.stream_grew = 0;
+        if (!lanes_top(p, p->a.level)) {
+            /* the program now streams messages four times larger or more than any before: the
+             * level was measured under other traffic (wan-lossy, MPICH: settled on 16 lanes at
+             * 452 Mbit/s over 1 MiB windows, 32 and 64 no faster there; the 10 and 64 MiB streams
+             * then carried 375-395 on 16, where tcp:64 carries 616-671), and a rate that did not
+             * rise says nothing of more lanes: the search starts again from the level */
+            MLN_DEBUG("tcp auto: world rank %d: messages of %d MiB or more streamed now, %d lanes "
+                      "settled before them: searched again",
+                      peer, (1 << p->a.stream_log2) >> 20, p->a.level);
+            p->a.settle_rate = rate;
+            search_again(s, peer, now);
+            return;
+        }
+    }
     if (rose && lanes_top(p, p->a.level)) {
         /* no more lanes to try: the new rate is the one to rise from, again over AUTO_ROSE
          * intervals */
         p->a.settle_rate = rate;
         p->a.rose = 0;
+    } else if (rose && p->a.rose_searched && p->a.settled_busy < AUTO_REPROBE_S) {
+        /* a rise searched from once already (the traffic changed then), again within
+         * AUTO_REPROBE_S of measured traffic: the noise of loss-bound lanes, whose rate moves by
+         * more than AUTO_GAIN from one interval to the next (wan-lossy, MPICH, at a24fb3a: 32
+         * lanes settled at 569 Mbit/s rose to 745 and searched again, 32 at 703 and 64 at 748
+         * settled on 32, which rose again and searched again, 32 at 737 and 64 at 888; the 10
+         * MiB stream's repetitions over these searches 658 and 678, tcp:32's 776); the new rate
+         * is the one to rise from */
+        p->a.settle_rate = rate;
+        p->a.rose = 0;
     } else if (rose) {
         /* the program's traffic changed (a stream after bursts too short for more lanes to pay):
          * the search starts again from the level */
+        p->a.rose_searched = 1;
         MLN_DEBUG("tcp auto: world rank %d: %d lanes now carry %.0f Mbit/s (%.0f when settled; "
                   "%d intervals in a row over it by 10%%)",
                   peer, p->a.level, rate * 8e-6, p->a.settle_rate * 8e-6, p->a.rose);
@@ -1087,11 +1115,22 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     if (b->room && b->prev.n != 0) {
-        /* with the path's own loss, more lanes as fast are kept: the samples' median moves by
-         * more than AUTO_GAIN with where the losses fell (wan-lossy, 1 MiB: 16 lanes 28-60 ms
+        /* with the path's own loss, more lanes as fast are kept, up to the floor: the median moves
+         * by more than AUTO_GAIN with where the losses fell (wan-lossy, 1 MiB: 16 lanes 28-60 ms
          * from one run to the next, 32 lanes 27-38), while each lane's share crosses in fewer
          * round trips and a loss holds back less of the message (the sweep's fixed counts: 32
-         * and 64 lanes the fastest at 1, 10 and 64 MiB) */
+         * lanes the fastest at 1 MiB, 32 and 64 at 10 and 64 MiB) */
+        if (b->floor != 0 && b->prev.n >= b->floor && vs * AUTO_GAIN > 1) {
+            /* the level before had as many as the path's loss calls for, and more did not cut the
+             * time by 10%: each lane's share is shorter, so that a loss in it is more often at
+             * its tail, with too few segments behind it for three duplicate acknowledgements
+             * (recovered by a probe or a timeout, round trips later).  wan-lossy, 1 MiB, the
+             * sweeps' fixed counts: tcp:64 36-42 ms a message, tcp:32 24-30; a class that went 16,
+             * 32, 64 (two doublings, the path's loss seen only at 64) and settled there took 42 */
+            burst_settle(p, peer, cls, b->prev.n, b->prev.t,
+                         "more lanes than the path's loss calls for did not cut the time by 10%");
+            return;
+        }
         if (b->floor != 0 && n >= b->floor) {
             /* as many as the path's loss calls for (mln_tcp_loss_floor): more carry the message in
              * no fewer flights */
@@ -1135,13 +1174,31 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         return;
     }
     next = (b->room ? 4 : 2) * n; /* the path's loss: a search a level shorter */
-    if (b->room && b->floor > next)
-        next = b->floor; /* and straight to the lanes it calls for */
+    if (b->room && b->floor > n)
+        next = b->floor; /* and straight to the lanes it calls for, not past them */
     rounds = cur.t / rtt;
     if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));
     b->prev = cur;
     burst_level(s, peer, b, next);
+}
+
+/* A message of `bytes` sent to p beside another in flight (a stream): one AUTO_STREAM_GROW_LOG2
+ * powers of two larger than any before, while the level is settled, calls a search again. */
+static void stream_message(tcp_peer_t *p, int peer, uint64_t bytes)
+{
+    const int lg = bytes ? 63 - __builtin_clzll(bytes) : 0;
+
+    if (lg <= p->a.stream_log2)
+        return;
+    if (p->a.phase == AUTO_SETTLED && p->a.stream_log2 != 0 &&
+        lg >= p->a.stream_log2 + AUTO_STREAM_GROW_LOG2) {
+        MLN_TRACE("tcp auto: world rank %d: a message of 2^%d bytes streamed, the largest before "
+                  "2^%d",
+                  peer, lg, p->a.stream_log2);
+        p->a.stream_grew = 1;
+    }
+    p->a.stream_log2 = lg;
 }
 
 void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
@@ -1161,16 +1218,17 @@ void mln_tcp_auto_message(mln_stripe_t *s, int peer_world, uint64_t bytes)
                   peer_world, (unsigned long long)s->next_msg_id);
     p->bs.on = 0;
     p->burst = 0;
-    if (bytes < (UINT64_C(1) << BURST_MIN_LOG2))
-        return;
     for (const mln_req_t *r = s->active; r; r = r->next)
         if (r->is_send && r->kind == MLN_LANE_TCP && r->peer_world == peer_world &&
             r->state != MLN_REQ_DONE) {
             MLN_TRACE("tcp auto: world rank %d: message %llu not alone (message %llu in flight)",
                       peer_world, (unsigned long long)s->next_msg_id,
                       (unsigned long long)r->msg_id);
+            stream_message(p, peer_world, bytes);
             return; /* not alone: the active lanes */
         }
+    if (bytes < (UINT64_C(1) << BURST_MIN_LOG2))
+        return;
     cls = burst_class(bytes);
     b = &p->bc[cls];
     if (b->level == 0) {
