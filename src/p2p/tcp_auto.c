@@ -961,11 +961,11 @@ static int burst_clear(const tcp_burst_t *b, int n)
  * their windows, the lanes halve while that costs less than AUTO_GAIN (the first time) or nothing
  * (BURST_FEWER, after); otherwise they double while that cuts the time by AUTO_GAIN (by four with
  * the path's own loss, while no slower); when the lanes mostly waited on their windows and the
- * message took `rounds` round trips, the next level is the one that would carry it in about one (a
- * power of two, at least twice the lanes).  The first level that does not help sends the class
- * back to the one before (after a second doubling where the message took a few flights).  A
- * settled class's timed message (one in BURST_REPROBE) probes twice its lanes when they still
- * waited on windows.
+ * message took `rounds` round trips, at most BURST_FLIGHTS_MAX, the next level is the one that
+ * would carry it in about one (a power of two, at least twice the lanes).  The first level that
+ * does not help sends the class back to the one before (after a second doubling where the message
+ * took a few flights).  A settled class's timed message (one in BURST_REPROBE) probes twice its
+ * lanes when they still waited on windows.
  */
 static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, double t,
                          const tcp_chrono_t *c)
@@ -1177,7 +1177,13 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     if (b->room && b->floor > n)
         next = b->floor; /* and straight to the lanes it calls for, not past them */
     rounds = cur.t / rtt;
-    if (share >= BURST_LIMITED && rounds >= 2 && pow2_at_least(n * (rounds - 1)) > next)
+    /* lanes that waited on their windows, a message of a few flights: the lanes that carry it in
+     * about one.  Not one of many (its size, not its flights, sets its time): the lanes would be
+     * a window per round trip of its whole size (wan-2site, MPICH, 128 KiB windows: a 64 MiB
+     * class went from 8 lanes, 50 round trips, to 64, which overflowed the queue, 740-1005 ms a
+     * message where 8 took 580-680 and the 64M stream 0.755x of tcp:8); it doubles */
+    if (share >= BURST_LIMITED && rounds >= 2 && rounds <= BURST_FLIGHTS_MAX &&
+        pow2_at_least(n * (rounds - 1)) > next)
         next = pow2_at_least(n * (rounds - 1));
     b->prev = cur;
     burst_level(s, peer, b, next);
