@@ -641,9 +641,9 @@ static void settled_step(mln_stripe_t *s, int peer, double rate, double span,
              * 452 Mbit/s over 1 MiB windows, 32 and 64 no faster there; the 10 and 64 MiB streams
              * then carried 375-395 on 16, where tcp:64 carries 616-671), and a rate that did not
              * rise says nothing of more lanes: the search starts again from the level */
-            MLN_DEBUG("tcp auto: world rank %d: messages of %d MiB or more streamed now, %d lanes "
-                      "settled before them: searched again",
-                      peer, (1 << p->a.stream_log2) >> 20, p->a.level);
+            MLN_DEBUG("tcp auto: world rank %d: messages of %llu KiB or more streamed now, %d "
+                      "lanes settled before them: searched again",
+                      peer, (1ULL << p->a.stream_log2) >> 10, p->a.level);
             p->a.settle_rate = rate;
             search_again(s, peer, now);
             return;
