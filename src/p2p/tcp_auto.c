@@ -825,9 +825,15 @@ static int lanes_drained(const tcp_peer_t *p, int n, unsigned long request)
     return 1;
 }
 
+/* The power of two at or under bytes, its exponent (0 for 0 and 1). */
+static int log2_floor(uint64_t bytes)
+{
+    return bytes ? 63 - __builtin_clzll(bytes) : 0;
+}
+
 static int burst_class(uint64_t bytes)
 {
-    const int c = 63 - __builtin_clzll(bytes) - BURST_MIN_LOG2;
+    const int c = log2_floor(bytes) - BURST_MIN_LOG2;
 
     return c >= BURST_CLASSES ? BURST_CLASSES - 1 : c;
 }
@@ -1193,7 +1199,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
  * powers of two larger than any before, while the level is settled, calls a search again. */
 static void stream_message(tcp_peer_t *p, int peer, uint64_t bytes)
 {
-    const int lg = bytes ? 63 - __builtin_clzll(bytes) : 0;
+    const int lg = log2_floor(bytes);
 
     if (lg <= p->a.stream_log2)
         return;
