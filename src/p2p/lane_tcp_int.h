@@ -176,12 +176,18 @@ typedef struct tcp_burst {
     int lost;                            /* how many of them lost segments (retransmitted) */
     uint32_t retrans;                    /* their retransmissions, summed */
     double segs;                         /* and their segments (bytes / MSS) */
-    int room;  /* a level's samples lost the path's share (at most AUTO_LOSS_RANDOM): the search
-                * goes up in steps of four while more lanes are no slower */
-    int floor; /* with room: the lanes that carry a message in one flight of windows the path's
-                * loss allows (0: none; mln_tcp_loss_floor) */
-    int mid;   /* twice the level before a step of four that was slower is being tried */
-    int again; /* the level, slower, is measured once more (its lanes warm now) */
+    int room;     /* a level's samples lost the path's share (at most AUTO_LOSS_RANDOM): the search
+                   * goes up in steps of four while more lanes are no slower */
+    int floor;    /* with room: the lanes that carry a message in one flight of windows the path's
+                   * loss allows (0: none; mln_tcp_loss_floor) */
+    int mid;      /* twice the level before a step of four that was slower is being tried */
+    int again;    /* the level, slower, is measured once more (its lanes warm now) */
+    int few;      /* messages of this search (since the class last settled) that lost a few segments
+                   * (TCP_LOSS_FEW), at any level */
+    int runs;     /* and those that lost a run of them (TCP_LOSS_RUN) */
+    int run;      /* a message of the level being measured lost a run */
+    int from_few; /* room was set from `few` alone (no level lost segments in two messages, and
+                   * the streaming level had not seen the path's loss) */
 } tcp_burst_t;
 
 /* The lone message in flight, timed: from its start to the moment its lanes' send queues are
@@ -326,6 +332,13 @@ void mln_tcp_auto_start(mln_stripe_t *s, int peer, double now);
  * of `segs` segments in one flight, its samples having lost `lost` of `sent` segments; 0 where
  * nothing was lost or the message took more than BURST_FLIGHTS_MAX round trips (`rounds`). */
 int mln_tcp_loss_floor(double segs, uint32_t lost, double sent, double rounds, int cap);
+/* Auto: what one lone message's losses say of the path (`retrans` of its `segs` segments, in
+ * `rounds` round trips): TCP_LOSS_NONE, TCP_LOSS_FEW (some, at most AUTO_LOSS_RANDOM of them, in
+ * at most BURST_FLIGHTS_MAX round trips: as a path's own random loss falls) or TCP_LOSS_RUN (more:
+ * a burst that overflowed a queue).  A message of more round trips that lost a few: TCP_LOSS_NONE
+ * (cubic filling a queue loses as few over many round trips). */
+enum { TCP_LOSS_NONE, TCP_LOSS_FEW, TCP_LOSS_RUN };
+int mln_tcp_lone_loss(uint32_t retrans, double segs, double rounds);
 
 /* One look per progress pass: auto's intervals, samples and decisions for every peer. */
 void mln_tcp_auto_step(mln_stripe_t *s, double now);

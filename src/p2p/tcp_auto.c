@@ -81,7 +81,9 @@
  * the streaming level saw the path's own loss (segments lost with no queue: a lone message's burst
  * makes a queue of its own, so its round trips cannot tell), or two messages or more of few flights
  * (at most BURST_FLIGHTS_MAX round trips) each lost a few (a burst that overflows a queue loses a
- * run of segments in one message), the class goes up in steps of four and keeps more lanes unless
+ * run of segments in one message), in one level or over the levels of the search where none lost a
+ * run (mln_tcp_lone_loss; a later level that loses a run settles the class on the level before it),
+ * the class goes up in steps of four and keeps more lanes unless
  * both their fastest sample and their median are slower by AUTO_GAIN (the losses fall at random
  * whatever the count; each lane's share crosses in fewer round trips); a level that was slower is
  * measured once more (its lanes warm), and after a step of four twice the level before is tried.
@@ -870,6 +872,15 @@ int mln_tcp_loss_floor(double segs, uint32_t lost, double sent, double rounds, i
     return n > cap ? cap : n;
 }
 
+int mln_tcp_lone_loss(uint32_t retrans, double segs, double rounds)
+{
+    if (retrans == 0)
+        return TCP_LOSS_NONE;
+    if (retrans > AUTO_LOSS_RANDOM * segs)
+        return TCP_LOSS_RUN;
+    return rounds <= BURST_FLIGHTS_MAX ? TCP_LOSS_FEW : TCP_LOSS_NONE;
+}
+
 /* The level of class b changes to `level` (lanes opened if need be). */
 static void burst_level(mln_stripe_t *s, int peer, tcp_burst_t *b, int level)
 {
@@ -887,6 +898,7 @@ static void burst_settle(tcp_peer_t *p, int peer, int cls, int level, double t, 
     tcp_burst_t *b = &p->bc[cls];
 
     b->room = b->mid = b->again = b->twice = b->floor = 0;
+    b->few = b->runs = b->run = b->from_few = 0;
     MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes (%.2f ms): %s",
               peer, class_kib(cls), level, t * 1e3, why);
     b->level = level;
@@ -1007,6 +1019,16 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         b->lost = 0;
         b->retrans = 0;
         b->segs = 0;
+        b->run = 0;
+    }
+    switch (mln_tcp_lone_loss(c->retrans, (double)bs->bytes / c->mss, t / rtt)) {
+    case TCP_LOSS_FEW:
+        b->few++;
+        break;
+    case TCP_LOSS_RUN:
+        b->runs++;
+        b->run = 1;
+        break;
     }
     b->lost += c->retrans > 0;
     b->retrans += c->retrans;
@@ -1017,6 +1039,24 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX && !burst_clear(b, n)))
         return;
     share = b->best_share;
+    if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && !b->room && !b->down &&
+        !p->a.path_loss && !(b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX) && b->few >= 2 &&
+        b->runs == 0) {
+        /* the same evidence over the search's levels: two of its messages or more lost a few
+         * segments each, none a run (wan-lossy, the reply direction of a ping-pong, which had not
+         * streamed yet: 4 lanes lost none in their first three 1 MiB messages, 8 lanes 2 in one of
+         * three, 16 lanes 1 in one of three; each level alone looked lossless or nearly, and the
+         * class settled on 4 lanes after 8 and 16 were no faster than 4's fresh windows: 57 ms a
+         * ping-pong where tcp:16 took 37.6).  Where a later level loses a run, it was a queue */
+        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d messages of this "
+                  "search lost a few segments each, none a run, the path's loss; more lanes are "
+                  "tried while no slower",
+                  peer, class_kib(cls), b->few);
+        b->room = 1;
+        b->from_few = 1;
+        b->floor = mln_tcp_loss_floor((double)bs->bytes / c->mss, b->retrans, b->segs,
+                                      b->best_rounds, p->cap);
+    }
     if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && !b->room && !b->down &&
         (p->a.path_loss || (b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX))) {
         /* the path's own loss: the streaming level saw it (segments lost with no queue), or the
@@ -1040,6 +1080,13 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     vs = level_vs_prev(b, &cur);
     b->nsamples = 0;
     b->sampled = 0;
+    if (b->from_few && b->run && b->prev.n != 0) {
+        /* the search took the loss for the path's from messages that lost a few segments, and
+         * more lanes lost a run: a queue they overflowed */
+        burst_settle(p, peer, cls, b->prev.n, b->prev.t,
+                     "more lanes lost a run of segments: a queue, not the path's loss");
+        return;
+    }
     if (b->mid) { /* between a level and four times it, which was slower */
         if (vs <= AUTO_GAIN)
             burst_settle(p, peer, cls, n, cur.t, "as fast as fewer lanes, with the path's loss");

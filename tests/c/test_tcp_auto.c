@@ -1,7 +1,8 @@
 /*
  * test_tcp_auto.c - MLN_STRIPE_LANES=auto's arithmetic that needs no network: the lane count a
  * lone message needs at the path's own loss (mln_tcp_loss_floor: its segments over loss-bound
- * windows of sqrt(1.5 / q) segments, rounded up to a power of two, at most the cap).
+ * windows of sqrt(1.5 / q) segments, rounded up to a power of two, at most the cap), and what
+ * one lone message's losses say of the path (mln_tcp_lone_loss).
  */
 #include "lane_tcp_int.h"
 #include "mln_test.h"
@@ -31,5 +32,19 @@ int main(void)
     MLN_TEST_ASSERT(mln_tcp_loss_floor(724, 3, 2897, 2.0, 0) == 0);
     MLN_TEST_ASSERT(mln_tcp_loss_floor(46341, 30, 139000, 30.0, 64) == 0);
     MLN_TEST_ASSERT(mln_tcp_loss_floor(46341, 30, 139000, 8.0, 64) == 64);
+
+    /* one message's losses: none; a few (wan-lossy's 1 MiB, MTU 1500: 1-3 of 724 in 2-4 round
+     * trips, up to 1%: 7); a run (wan-short's 1 MiB on 4 lanes, MTU 9000: 2-46 of 117, a queue
+     * overflowed) */
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(0, 724, 2.0) == TCP_LOSS_NONE);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(1, 724, 2.0) == TCP_LOSS_FEW);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(7, 724, 8.0) == TCP_LOSS_FEW);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(8, 724, 2.0) == TCP_LOSS_RUN);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(1, 117, 5.0) == TCP_LOSS_FEW);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(2, 117, 5.0) == TCP_LOSS_RUN);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(46, 117, 11.2) == TCP_LOSS_RUN);
+    /* a few over many round trips says nothing (cubic filling a queue loses as few) */
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(3, 724, 8.5) == TCP_LOSS_NONE);
+    MLN_TEST_ASSERT(mln_tcp_lone_loss(300, 46341, 30.0) == TCP_LOSS_NONE);
     return 0;
 }
