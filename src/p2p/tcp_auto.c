@@ -994,7 +994,7 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
     tcp_burst_t *b = &p->bc[cls];
     double vs, rounds, share = c->busy > 0 ? (double)c->limit / (double)c->busy : 0;
     tcp_burst_level_t cur;
-    int next;
+    int next, by_level;
 
     MLN_DEBUG("tcp auto: world rank %d, a lone message of class %d KiB on %d lanes: %.2f ms (%.1f "
               "round trips, %.0f%% of the lanes' time waiting on windows, %u retransmissions, "
@@ -1039,26 +1039,9 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         (b->sampled < BURST_SAMPLED_S && b->nsamples < BURST_SAMPLES_MAX && !burst_clear(b, n)))
         return;
     share = b->best_share;
+    by_level = p->a.path_loss || (b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX);
     if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && !b->room && !b->down &&
-        !p->a.path_loss && !(b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX) && b->few >= 2 &&
-        b->runs == 0) {
-        /* the same evidence over the search's levels: two of its messages or more lost a few
-         * segments each, none a run (wan-lossy, the reply direction of a ping-pong, which had not
-         * streamed yet: 4 lanes lost none in their first three 1 MiB messages, 8 lanes 2 in one of
-         * three, 16 lanes 1 in one of three; each level alone looked lossless or nearly, and the
-         * class settled on 4 lanes after 8 and 16 were no faster than 4's fresh windows: 57 ms a
-         * ping-pong where tcp:16 took 37.6).  Where a later level loses a run, it was a queue */
-        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d messages of this "
-                  "search lost a few segments each, none a run, the path's loss; more lanes are "
-                  "tried while no slower",
-                  peer, class_kib(cls), b->few);
-        b->room = 1;
-        b->from_few = 1;
-        b->floor = mln_tcp_loss_floor((double)bs->bytes / c->mss, b->retrans, b->segs,
-                                      b->best_rounds, p->cap);
-    }
-    if (b->lost > 0 && b->retrans <= AUTO_LOSS_RANDOM * b->segs && !b->room && !b->down &&
-        (p->a.path_loss || (b->lost >= 2 && b->best_rounds <= BURST_FLIGHTS_MAX))) {
+        (by_level || (b->few >= 2 && b->runs == 0))) {
         /* the path's own loss: the streaming level saw it (segments lost with no queue), or the
          * samples lost a few segments in two messages or more, each of few flights.  A lone
          * message's round trips cannot tell (its burst makes a queue: wan-lossy's 1 MiB on 4
@@ -1068,11 +1051,24 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
          * message of many flights may lose as few where cubic fills the queue (wan-short's 64
          * MiB on 2 lanes: 0.5-0.8%, and more lanes only cost there): only the streaming level's
          * loss counts for it */
-        MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes lost %u of "
-                  "about %.0f segments (in %d messages), the path's loss; more lanes are tried "
-                  "while no slower",
-                  peer, class_kib(cls), n, b->retrans, b->segs, b->lost);
+        /* Or the same evidence over the search's levels: two of its messages or more lost a few
+         * segments each, none a run (wan-lossy, the reply direction of a ping-pong, which had not
+         * streamed yet: 4 lanes lost none in their first three 1 MiB messages, 8 lanes 2 in one of
+         * three, 16 lanes 1 in one of three; each level alone looked lossless or nearly, and the
+         * class settled on 4 lanes after 8 and 16 were no faster than 4's fresh windows: 57 ms a
+         * ping-pong where tcp:16 took 37.6).  Where a later level loses a run, it was a queue */
+        if (by_level)
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes lost %u of "
+                      "about %.0f segments (in %d messages), the path's loss; more lanes are tried "
+                      "while no slower",
+                      peer, class_kib(cls), n, b->retrans, b->segs, b->lost);
+        else
+            MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d messages of this "
+                      "search lost a few segments each, none a run, the path's loss; more lanes "
+                      "are tried while no slower",
+                      peer, class_kib(cls), b->few);
         b->room = 1;
+        b->from_few = !by_level;
         b->floor = mln_tcp_loss_floor((double)bs->bytes / c->mss, b->retrans, b->segs,
                                       b->best_rounds, p->cap);
     }
