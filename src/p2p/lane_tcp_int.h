@@ -339,6 +339,11 @@ int mln_tcp_loss_floor(double segs, uint32_t lost, double sent, double rounds, i
  * (cubic filling a queue loses as few over many round trips). */
 enum { TCP_LOSS_NONE, TCP_LOSS_FEW, TCP_LOSS_RUN };
 int mln_tcp_lone_loss(uint32_t retrans, double segs, double rounds);
+/* Auto: 1 when a lone message class's first level of n lanes should try half as many: its lanes
+ * waited on their windows `share` of their busy time, each carried `lane_bytes` a round trip of
+ * its `window`, its messages took `t` seconds (the level's time) and `runs` of them lost a run of
+ * segments (TCP_LOSS_RUN). */
+int mln_tcp_lone_fewer(int n, double share, double lane_bytes, double window, double t, int runs);
 
 /* One look per progress pass: auto's intervals, samples and decisions for every peer. */
 void mln_tcp_auto_step(mln_stripe_t *s, double now);

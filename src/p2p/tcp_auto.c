@@ -881,6 +881,24 @@ int mln_tcp_lone_loss(uint32_t retrans, double segs, double rounds)
     return rounds <= BURST_FLIGHTS_MAX ? TCP_LOSS_FEW : TCP_LOSS_NONE;
 }
 
+/*
+ * The first level's lanes did not wait on their windows, and each carried much less than its
+ * window per round trip: fewer may carry the message as fast (wan-short: one lane fills the
+ * link), and cost less.  Tried where the messages are cheap to time (a wrong try on 64 MiB
+ * messages costs seconds, more than fewer lanes could save), or where a message lost a run of
+ * segments: the lanes' bursts overflowed a queue, which fewer lanes spare, however long the
+ * messages took (wan-short, 1 MiB on the 4 lanes of a new connection: 37 and 43 ms in their
+ * first two messages, from their initial windows, 25-44 of 117 segments lost in each; that
+ * median read the level as too slow to time, and the class went up to 8 lanes and settled there,
+ * 25 ms a ping-pong where tcp:2 takes 14-15).
+ */
+int mln_tcp_lone_fewer(int n, double share, double lane_bytes, double window, double t, int runs)
+{
+    if (n <= 1 || share >= BURST_LIMITED || lane_bytes >= BURST_ROOM * window)
+        return 0;
+    return t * BURST_SAMPLES < BURST_SAMPLED_S || runs > 0;
+}
+
 /* The level of class b changes to `level` (lanes opened if need be). */
 static void burst_level(mln_stripe_t *s, int peer, tcp_burst_t *b, int level)
 {
@@ -1113,16 +1131,12 @@ static void burst_decide(mln_stripe_t *s, int peer, const tcp_sample_t *bs, doub
         }
         return;
     }
-    if (b->prev.n == 0 && n == b->first && n > 1 && !b->room && share < BURST_LIMITED &&
-        (double)bs->bytes / (n * (cur.t / rtt)) < BURST_ROOM * (double)lane_window(p->out[0].fd) &&
-        cur.t * BURST_SAMPLES < BURST_SAMPLED_S) {
-        /* the first level's lanes did not wait on their windows, and each carried much less
-         * than its window per round trip: fewer may carry the message as fast (wan-short: one
-         * lane fills the link), and cost less; tried first where the messages are cheap to time
-         * (a wrong try on 64 MiB messages costs seconds, more than fewer lanes could save) */
+    if (b->prev.n == 0 && n == b->first && !b->room &&
+        mln_tcp_lone_fewer(n, share, (double)bs->bytes / (n * (cur.t / rtt)),
+                           (double)lane_window(p->out[0].fd), cur.t, b->runs)) {
         MLN_DEBUG("tcp auto: world rank %d, lone messages of class %d KiB: %d lanes not "
-                  "window-bound; trying %d",
-                  peer, class_kib(cls), n, n / 2);
+                  "window-bound (%.2f ms, %d messages lost a run of segments); trying %d",
+                  peer, class_kib(cls), n, cur.t * 1e3, b->runs, n / 2);
         b->down = 1;
         b->prev = cur;
         burst_level(s, peer, b, n / 2);

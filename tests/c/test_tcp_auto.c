@@ -2,7 +2,8 @@
  * test_tcp_auto.c - MLN_STRIPE_LANES=auto's arithmetic that needs no network: the lane count a
  * lone message needs at the path's own loss (mln_tcp_loss_floor: its segments over loss-bound
  * windows of sqrt(1.5 / q) segments, rounded up to a power of two, at most the cap), and what
- * one lone message's losses say of the path (mln_tcp_lone_loss).
+ * one lone message's losses say of the path (mln_tcp_lone_loss), and when a lone message class's
+ * first level tries fewer lanes (mln_tcp_lone_fewer).
  */
 #include "lane_tcp_int.h"
 #include "mln_test.h"
@@ -46,5 +47,22 @@ int main(void)
     /* a few over many round trips says nothing (cubic filling a queue loses as few) */
     MLN_TEST_ASSERT(mln_tcp_lone_loss(3, 724, 8.5) == TCP_LOSS_NONE);
     MLN_TEST_ASSERT(mln_tcp_lone_loss(300, 46341, 30.0) == TCP_LOSS_NONE);
+
+    /* fewer lanes tried: wan-short's 1 MiB on 4 lanes, not window-bound (autotuned windows of
+     * about 4 MB, 25 KB a lane a round trip), cheap to time (14-16 ms a message) */
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.0, 25e3, 4e6, 0.015, 0) == 1);
+    /* the 4 lanes of a new connection: a median of 37 ms reads too costly to time, but the
+     * messages lost runs of segments (a queue their bursts overflowed) */
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.0, 25e3, 4e6, 0.037, 0) == 0);
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.0, 25e3, 4e6, 0.037, 2) == 1);
+    /* not: lanes that waited on their windows half their time or more (wan-2site, wan-long: 128
+     * KiB windows), lanes that carried half their window a round trip or more, one lane */
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.5, 25e3, 4e6, 0.015, 2) == 0);
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.0, 2e6, 4e6, 0.015, 2) == 0);
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(1, 0.0, 25e3, 4e6, 0.015, 2) == 0);
+    /* nor costly messages that lost no run (wan-perflow's 1 MiB on 4 lanes, per-flow policers:
+     * 38-45 ms, nothing lost; a 64 MiB message, seconds) */
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.0, 130e3, 4e6, 0.040, 0) == 0);
+    MLN_TEST_ASSERT(mln_tcp_lone_fewer(4, 0.1, 1e6, 4e6, 0.6, 0) == 0);
     return 0;
 }
