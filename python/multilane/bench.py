@@ -15,8 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from . import hostload, paths
 from . import mpi as mpimod
-from . import paths
 from .benchmarks import Benchmark, get_benchmark, security_of
 from .context import Context
 from .errors import MultilaneError, RunError, UsageError
@@ -447,11 +447,14 @@ def cpu_record(prepared: PreparedRun, doc: Mapping[str, Any], result: RunResult)
 
 
 def _finish_json(
-    prepared: PreparedRun, result: RunResult, grid: Mapping[str, Any] | None = None
+    prepared: PreparedRun,
+    result: RunResult,
+    grid: Mapping[str, Any] | None = None,
+    host: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
-    """Validate the program's JSON and add the launch provenance, the run's CPU time and, for
-    a grid launch, the grid's record (sites, gateways and their frames per trunk); (doc,
-    problem)."""
+    """Validate the program's JSON and add the launch provenance, the run's CPU time, the
+    machine's steal over the run (hostload.host_record) and, for a grid launch, the grid's
+    record (sites, gateways and their frames per trunk); (doc, problem)."""
     path = prepared.json_path
     if not path.exists():
         return None, f"{prepared.benchmark.program} wrote no result file ({path})"
@@ -467,6 +470,8 @@ def _finish_json(
         "env": dict(prepared.launch.env),
     }
     doc["provenance"]["cpu"] = cpu_record(prepared, doc, result)
+    if host is not None:
+        doc["provenance"]["host"] = dict(host)
     if grid is not None:
         doc["provenance"]["grid"] = dict(grid)
     write_result(path, doc)
@@ -499,6 +504,7 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
     request = prepared.request
     echo = ProgressEcho(ctx, f"[{prepared.tag}] " if prefix is None else prefix)
     wan_before = prepared.testbed.wan_tx_bytes() if prepared.testbed is not None else 0
+    cpu_before = hostload.sample()
     grid_record: dict[str, Any] | None = None
     if prepared.grid is not None:
         from .grid_bench import run_grid_streaming  # noqa: PLC0415 - grid imports this module
@@ -513,6 +519,7 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
             on_line=echo,
             watchdog=prepared.testbed.watchdog if prepared.testbed is not None else None,
         )
+    host = hostload.host_record(cpu_before, hostload.sample())
     log = paths.display(prepared.log_path)
     if result.aborted or result.timed_out:
         reason = result.aborted or f"timed out after {request.timeout_s:g} s"
@@ -522,7 +529,7 @@ def execute(prepared: PreparedRun, ctx: Context, prefix: str | None = None) -> R
         )
     if result.returncode == EXIT_SKIPPED:
         return _skipped(prepared, echo.skip_reason, result.duration_s)
-    doc, problem = _finish_json(prepared, result, grid_record)
+    doc, problem = _finish_json(prepared, result, grid_record, host)
     if doc is not None and prepared.testbed is not None and not problem:
         problem = _prove_crossing(prepared, doc, wan_before)
     json_path = prepared.json_path if doc is not None else None

@@ -16,6 +16,7 @@ from . import (
     bcast_report,
     gpu_report,
     halo_report,
+    hostload,
     matmul_report,
     paths,
     stripe_report,
@@ -244,13 +245,22 @@ def metric_table(runs: list[Run], metric: dict[str, Any]) -> list[str]:
     return _table(["bytes", *(_cell(r.label) for r in runs)], rows, right=0)
 
 
+def steal_of(run: Run) -> float | None:
+    """The machine's steal over the run (provenance.host.steal_pct), None if not recorded."""
+    host = run.doc["provenance"].get("host")
+    value = host.get("steal_pct") if isinstance(host, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def provenance_table(runs: list[Run], base: Path) -> list[str]:
-    """Who ran what where: MPI library, ranks, hosts, date, status, file."""
+    """Who ran what where: MPI library, ranks, hosts, date, the machine's steal over the run
+    (hostload), status, file."""
     rows = []
     for run in runs:
         prov = run.doc["provenance"]
         hosts = ", ".join(sorted(set(prov["hosts"])))
         status = run.doc["status"] + (f" ({run.doc['errors']} errors)" if run.doc["errors"] else "")
+        steal = steal_of(run)
         rows.append(
             [
                 _cell(run.label),
@@ -258,12 +268,27 @@ def provenance_table(runs: list[Run], base: Path) -> list[str]:
                 str(prov["nranks"]),
                 _cell(f"{prov['nhosts']}: {hosts}"),
                 _cell(prov["date"]),
+                "-" if steal is None else f"{steal:.1f}%",
                 status,
                 paths.display(run.path, base),
             ]
         )
-    header = ["run", "MPI library", "ranks", "hosts", "date", "status", "file"]
+    header = ["run", "MPI library", "ranks", "hosts", "date", "steal", "status", "file"]
     return _table(header, rows, right=len(header))
+
+
+def steal_notes(runs: list[Run]) -> list[str]:
+    """A note naming the runs during which the hypervisor took more than
+    hostload.NOTE_STEAL_PCT of this machine's CPU."""
+    high = [(r, s) for r in runs if (s := steal_of(r)) is not None and s > hostload.NOTE_STEAL_PCT]
+    if not high:
+        return []
+    named = ", ".join(f"{r.label} ({s:.1f}%)" for r, s in high)
+    return [
+        f"the hypervisor took more than {hostload.NOTE_STEAL_PCT:g}% of this machine's CPU "
+        f"(steal, column 'steal' of the runs' table) during {named}: their rates and times "
+        "are less comparable with the other runs'."
+    ]
 
 
 def _commands(runs: list[Run]) -> list[str]:
@@ -336,6 +361,7 @@ def make_report(in_dir: Path, out_dir: Path | None = None) -> Report:
             text += part.text
             notes += part.notes
         if runs:
+            notes += steal_notes(runs)
             md += ["", f"### {benchmark}: runs", "", *provenance_table(runs, out_dir)]
             md += ["", "Commands:", "", *_commands(runs)]
         if gone:

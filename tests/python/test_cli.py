@@ -373,6 +373,7 @@ def test_bench_stripe_security_flow(fake_root: Path) -> None:
         assert prov["launch"]["env"]["MLN_LINK_SECURITY"] == mode
         assert prov["cpu"]["cpu_s"] >= 0 and prov["cpu"]["payload_bytes"] > 0
         assert "cpu_s_per_gb" in prov["cpu"]
+        assert 0 <= prov["host"]["steal_pct"] <= 100 and "steal" in prov["host"]["scope"]
     assert "stripe: link security" in out  # the report, printed
     md = (folder / "report.md").read_text()
     assert "| auth / none" in md and "0.990x" in md and "0.950x" in md

@@ -61,6 +61,29 @@ def test_report_from_fixtures(results_dir: Path) -> None:
     assert "openmpi-shm" in report.text and "bw_MBps" in report.text
 
 
+def test_report_names_runs_with_high_steal(results_dir: Path) -> None:
+    """The runs' table shows the machine's steal over each run (provenance.host); the notes
+    name the runs above 5%, not the others, and a result without the record shows '-'."""
+    for name, steal in (("result-openmpi-shm.json", 12.5), ("result-mpich-tcp.json", 0.3)):
+        path = results_dir / name
+        doc = json.loads(path.read_text())
+        doc["provenance"]["host"] = {"steal_pct": steal, "scope": "test"}
+        path.write_text(json.dumps(doc))
+    report = make_report(results_dir)
+    flat = re.sub(r" +", " ", report.markdown.read_text())
+    assert "| steal |" in flat and "| 12.5% |" in flat and "| 0.3% |" in flat
+    (note,) = [n for n in report.notes if "steal" in n]
+    assert "openmpi-shm (12.5%)" in note and "mpich-tcp" not in note
+    for name in ("result-openmpi-shm.json", "result-mpich-tcp.json"):
+        path = results_dir / name
+        doc = json.loads(path.read_text())
+        del doc["provenance"]["host"]
+        path.write_text(json.dumps(doc))
+    report = make_report(results_dir)
+    assert not [n for n in report.notes if "steal" in n]
+    assert re.search(r"\| 2026-11-22T13:00:00\+0000 +\| - +\|", report.markdown.read_text())
+
+
 def test_report_out_folder(results_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "elsewhere"
     report = make_report(results_dir, out)

@@ -137,6 +137,7 @@ def test_check_delay_rate_loss(bed: dict[str, str], tmp_path: Path) -> None:
     assert 0.002 <= rows["loss"]["measured"] <= 0.03  # 1% configured; ~2000 datagrams
     eight = rows["TCP8"]
     assert 0.3e8 <= eight["bps"] <= 1.1e8, eight  # 100 Mbit/s link
+    assert 0 <= eight["steal_pct"] <= 100  # the hypervisor's share of the CPU meanwhile
     ab = next(r for r in json.loads(proc.stdout)["rows"] if r["item"].startswith("delay line"))
     assert ab["values"]["tx_bytes"] > 10e6  # the iperf3 bytes crossed the delay line
 

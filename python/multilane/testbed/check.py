@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import hostload
 from ..context import Context
 from .bed import HostInfo, Testbed
 from .state import State
@@ -230,23 +231,30 @@ class _Checker:
     def tcp(
         self, client: str, server: str, wan: dict[str, Any] | None, streams: int, rtt_s: float
     ) -> Row:
+        before = hostload.sample()
         doc = self.iperf(client, server, ["-t", str(IPERF_SECONDS), "-P", str(streams)])
+        steal = hostload.steal_pct(before, hostload.sample())
         bps = doc["end"]["sum_received"]["bits_per_second"]
         retransmits = doc["end"]["sum_sent"].get("retransmits", 0)
         ceiling, why = self.ceiling(client, server, wan, streams, rtt_s)
         bound = "~" if why.startswith("window") else "<="
         configured = f"{bound} {_mbit(ceiling)} ({why})" if ceiling else why
+        # the hypervisor's share of the CPU while iperf3 ran, where it is worth a look
+        said = f", steal {steal:.1f}%" if steal is not None and steal >= 1.0 else ""
+        values = {
+            "streams": streams,
+            "ceiling_bps": ceiling,
+            "limited_by": why,
+            "bps": bps,
+            "retransmits": retransmits,
+        }
+        if steal is not None:
+            values["steal_pct"] = steal
         return Row(
             f"TCP {streams} stream{'s' if streams > 1 else ''} {client} -> {server}",
             configured,
-            f"{_mbit(bps)} ({retransmits} retransmits)",
-            {
-                "streams": streams,
-                "ceiling_bps": ceiling,
-                "limited_by": why,
-                "bps": bps,
-                "retransmits": retransmits,
-            },
+            f"{_mbit(bps)} ({retransmits} retransmits{said})",
+            values,
         )
 
     def server(self, host: str) -> dict[str, Any]:
